@@ -5,13 +5,13 @@ Each benchmark is a module ``kgprobe.bench.NAME`` exposing ``register(subparsers
 
 from __future__ import annotations
 
-import importlib
-
 BENCHMARKS = ("sampler", "efficiency", "scoring", "methods", "build")
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("bench", help="run a benchmark (JSON result on the last line)")
     sub = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    from kgprobe.cli import _register
+
     for name in BENCHMARKS:
-        importlib.import_module(f"kgprobe.bench.{name}").register(sub)
+        _register(sub, f"kgprobe.bench.{name}")
