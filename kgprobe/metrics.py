@@ -1,0 +1,200 @@
+"""Knowledge metrics (KGLens §3.2), their convergence, and an unbiased KG-level accuracy.
+
+Per edge with ``m`` direct successes and ``n`` direct failures over all rounds it was
+probed (propagated signal never counts here):
+
+* win rate        = share of probed edges with ``m > n``;
+* zero-sense rate = share of probed edges with ``m == 0``;
+* all-sense rate  = share of probed edges with ``n == 0``.
+
+These are over **probed edges** — a biased sample of the KG when an adaptive sampler
+chose them (Thompson sampling over-samples weak edges). :func:`kg_accuracy_estimate` is
+the unbiased whole-KG number: it uses only the audit probes (edges drawn uniformly at
+random, independent of the state; see :mod:`kgprobe.sampling.audit`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy.stats import norm
+
+from kgprobe.errors import InputError
+
+
+@dataclass(frozen=True)
+class KnowledgeMetrics:
+    """Win / zero-sense / all-sense rates over probed edges (NaN when nothing was probed)."""
+
+    win_rate: float
+    zero_sense_rate: float
+    all_sense_rate: float
+    probed_edges: int
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "win_rate": self.win_rate,
+            "zero_sense_rate": self.zero_sense_rate,
+            "all_sense_rate": self.all_sense_rate,
+            "probed_edges": self.probed_edges,
+        }
+
+
+def _counts(successes, failures) -> tuple[np.ndarray, np.ndarray]:
+    m = np.asarray(successes)
+    n = np.asarray(failures)
+    if m.shape != n.shape or m.ndim != 1:
+        raise InputError(f"successes and failures must be 1-d arrays of one length, got {m.shape} and {n.shape}")
+    if m.size and (m.min() < 0 or n.min() < 0):
+        raise InputError("probe counts cannot be negative")
+    return m, n
+
+
+def knowledge_metrics(successes, failures) -> KnowledgeMetrics:
+    """The three KGLens rates over the edges probed at least once."""
+    m, n = _counts(successes, failures)
+    probed = (m + n) > 0
+    k = int(probed.sum())
+    if k == 0:
+        nan = float("nan")
+        return KnowledgeMetrics(nan, nan, nan, 0)
+    mp, np_ = m[probed], n[probed]
+    return KnowledgeMetrics(
+        win_rate=float(np.mean(mp > np_)),
+        zero_sense_rate=float(np.mean(mp == 0)),
+        all_sense_rate=float(np.mean(np_ == 0)),
+        probed_edges=k,
+    )
+
+
+def grouped_metrics(successes, failures, groups: Sequence[str] | np.ndarray) -> dict[str, KnowledgeMetrics]:
+    """:func:`knowledge_metrics` per group label (a predicate, an entity's country…).
+
+    ``groups[j]`` is edge j's label. Groups with no probed edge are left out.
+    """
+    m, n = _counts(successes, failures)
+    labels = np.asarray(groups)
+    if labels.shape != m.shape:
+        raise InputError(f"groups has {labels.shape[0] if labels.ndim else 0} labels for {m.shape[0]} edges")
+    out: dict[str, KnowledgeMetrics] = {}
+    probed = (m + n) > 0
+    uniq, inv = np.unique(labels, return_inverse=True)
+    for g in np.unique(inv[probed]):
+        sel = inv == g
+        out[str(uniq[g])] = knowledge_metrics(m[sel], n[sel])
+    return out
+
+
+class ConvergenceMonitor:
+    """Declares the running metrics converged when they stop moving.
+
+    Converged after an update when the last ``window + 1`` snapshots of each of win,
+    zero-sense and all-sense rate all lie within ``tolerance`` of each other (max − min
+    ≤ tolerance), i.e. no rate moved by more than ``tolerance`` over ``window`` rounds.
+    Snapshots with no probed edge (NaN) reset the window.
+    """
+
+    def __init__(self, window: int = 5, tolerance: float = 0.01):
+        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+            raise InputError(f"convergence window must be an integer >= 1 (rounds), got {window!r}")
+        try:
+            tolerance = float(tolerance)
+        except (TypeError, ValueError):
+            raise InputError(f"convergence tolerance must be a number, got {tolerance!r}") from None
+        if not math.isfinite(tolerance) or tolerance < 0:
+            raise InputError(f"convergence tolerance must be finite and >= 0, got {tolerance}")
+        self.window = int(window)
+        self.tolerance = tolerance
+        self._history: deque[tuple[float, float, float]] = deque(maxlen=self.window + 1)
+        self.converged = False
+
+    def update(self, metrics: KnowledgeMetrics) -> bool:
+        """Record one round's metrics; return whether they have converged."""
+        snap = (metrics.win_rate, metrics.zero_sense_rate, metrics.all_sense_rate)
+        if any(math.isnan(x) for x in snap):
+            self._history.clear()
+            self.converged = False
+            return False
+        self._history.append(snap)
+        if len(self._history) <= self.window:
+            self.converged = False
+            return False
+        h = np.asarray(self._history)
+        self.converged = bool(np.all(h.max(axis=0) - h.min(axis=0) <= self.tolerance))
+        return self.converged
+
+    def state_dict(self) -> dict:
+        return {
+            "window": self.window,
+            "tolerance": self.tolerance,
+            "history": [list(x) for x in self._history],
+            "converged": self.converged,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.window = int(state["window"])
+        self.tolerance = float(state["tolerance"])
+        self._history = deque((tuple(x) for x in state["history"]), maxlen=self.window + 1)
+        self.converged = bool(state["converged"])
+
+
+@dataclass(frozen=True)
+class AccuracyEstimate:
+    """KG-level accuracy (share of right answers on a uniformly random active edge)."""
+
+    estimate: float
+    low: float
+    high: float
+    n: int
+    """Number of probes the estimate rests on (the audit probes)."""
+    method: str
+
+    def as_dict(self) -> dict[str, float | int | str]:
+        return {"estimate": self.estimate, "low": self.low, "high": self.high, "n": self.n, "method": self.method}
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion."""
+    if n == 0:
+        return float("nan"), float("nan")
+    z = float(norm.ppf(0.5 + confidence / 2))
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def kg_accuracy_estimate(correct, audit, *, confidence: float = 0.95) -> AccuracyEstimate:
+    """Unbiased accuracy of the whole KG from the audit probes of a run.
+
+    ``correct`` and ``audit`` are flat per-probe arrays over all rounds (what the engine
+    records: each probe's verdict and its ``Selection.audit`` flag).
+
+    Estimator: each audit probe picks its edge uniformly from the active edges,
+    independently of everything before, and the model answers it right with probability
+    ``1 − θ_j``; so each audit verdict is a Bernoulli draw with mean
+    ``A = 1 − mean_j θ_j`` (the KG accuracy) and their mean is unbiased for ``A`` no
+    matter how the other probes were chosen. The interval is Wilson's score interval at
+    ``confidence``; within a round audit edges are drawn without replacement, which only
+    shrinks the variance, so the interval is if anything conservative. Returns NaNs with
+    ``method="no-audit-probes"`` when no probe was an audit draw (e.g. plain Thompson
+    sampling with ``audit_fraction=0``) — there is then no unbiased estimate to give.
+    """
+    c = np.asarray(correct, dtype=bool)
+    a = np.asarray(audit, dtype=bool)
+    if c.shape != a.shape:
+        raise InputError(f"correct and audit must have one flag per probe, got shapes {c.shape} and {a.shape}")
+    if not 0 < confidence < 1:
+        raise InputError(f"confidence must lie in (0, 1), got {confidence}")
+    n = int(a.sum())
+    if n == 0:
+        nan = float("nan")
+        return AccuracyEstimate(nan, nan, nan, 0, "no-audit-probes")
+    k = int(c[a].sum())
+    low, high = wilson_interval(k, n, confidence)
+    return AccuracyEstimate(k / n, low, high, n, "audit-wilson")
