@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from kgprobe.errors import InputError, SourceError
+from kgprobe.sources.queries import with_limit
 from kgprobe.sources.rdf import Term, kg_from_rdf
 
 #: Name -> one-line description of every embedded KG.
@@ -89,10 +90,14 @@ class EmbeddedStore:
             self._store.bulk_load(fh, format=ox.RdfFormat.N_TRIPLES)
         self._lock = threading.Lock()
 
-    def select(self, query: str) -> list[dict[str, Term]]:
-        """Run a SELECT query; rows map variable names to :class:`Term` (unbound omitted)."""
+    def select(self, query: str, *, limit: int | None = None) -> list[dict[str, Term]]:
+        """Run a SELECT query; rows map variable names to :class:`Term` (unbound omitted).
+
+        ``limit`` is appended as ``LIMIT`` (the query must not carry its own).
+        """
         import pyoxigraph as ox
 
+        query = with_limit(query, limit)
         with self._lock:
             self.queries_issued += 1
         try:
