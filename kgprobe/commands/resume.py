@@ -1,0 +1,39 @@
+"""``kgprobe resume RUN``: continue a stopped, interrupted or killed run.
+
+The run continues from its last committed round with the model it was started with;
+a round whose responses were already logged is replayed from the run file instead of
+asking the model again, so the result equals that of an unbroken run with the same seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("resume", help="continue a stopped, interrupted or killed run", description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run", help="the run file (or its name in runs/)")
+    p.add_argument("--model", help="model spec, if it must be given again (default: the one the run used)")
+    p.add_argument("--budget", type=int, help="raise the run's query budget (extends a finished run)")
+    p.add_argument("--max-rounds", type=int, help="raise the run's round limit")
+    p.add_argument("--cache", metavar="FILE", help="SQLite response cache shared across runs")
+    p.add_argument("--no-report", dest="report", action="store_false", help="do not write the report at the end")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--plain", action="store_true", help="line-by-line progress even on a terminal")
+    p.set_defaults(func=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from kgprobe.api import find_run, resume
+    from kgprobe.commands.run import load_model_setting, play
+    from kgprobe.store import RunStore
+
+    path = find_run(args.run)
+    spec = args.model
+    if spec is None:
+        with RunStore.open(path) as ro:
+            spec = ro.model_spec or None
+    model = load_model_setting(spec, args.cache) if spec else None
+    run = resume(path, model, budget=args.budget, max_rounds=args.max_rounds, lazy=True)
+    return play(run.engine, run.store, {"quiet": args.quiet, "plain": args.plain, "report": args.report})

@@ -1,0 +1,529 @@
+"""The round loop: state in, events out.
+
+One round (KGLens §2.2, METHODS.md §1):
+
+1. derive the round's random generators from ``(seed, round)`` with
+   :class:`numpy.random.SeedSequence`, so a resumed run draws exactly what an unbroken
+   run draws;
+2. ``sampler.select`` picks up to ``batch_size`` edges (fewer when the budget left is
+   smaller);
+3. ``probe.render`` turns every edge into a task, each with its own generator
+   (``(seed, round, 1, position)``), so one edge's rendering never depends on another's;
+4. ONE ``model.score`` call for every score request of the round and ONE
+   ``model.generate`` call for every generate request, so a backend can share prefixes
+   across the whole round;
+5. every request and response goes to the run store *before* anything is updated; if
+   the store already holds this round's responses (a run killed after the model
+   answered), they are replayed instead of asking the model again;
+6. ``probe.verify`` per task, ``pkg.update`` (with one-hop propagation), metrics,
+   convergence, budget (queries = ``sum(task.num_queries)``);
+7. the round is committed to the store in one transaction.
+
+The engine never prints and does no I/O of its own except through the store it is
+given. Progress is reported as events to listeners (the live view, the Python API).
+:meth:`Engine.rounds` is a generator, so user code can iterate rounds and stop early;
+a stopped run is resumable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from kgprobe.errors import InputError, ModelError
+from kgprobe.kg.graph import KnowledgeGraph
+from kgprobe.models.base import LanguageModel
+from kgprobe.probes.base import Probe, ProbeTask, Verdict
+from kgprobe.sampling.base import Sampler
+from kgprobe.store import ProbeRecord, RoundRecord, RunStore, requests_sha
+
+#: Rounds KGLens runs (n = 64, 60 rounds); the engine's cap when neither a budget nor
+#: ``max_rounds`` is given, so a run always ends.
+DEFAULT_MAX_ROUNDS = 60
+
+
+@dataclass
+class EngineConfig:
+    """Everything that determines a run besides the KG and the model.
+
+    ``budget`` counts model queries (``ProbeTask.num_queries``: one per generation, one
+    per scored option set). ``None`` means no budget: the run stops at ``max_rounds``
+    (default :data:`DEFAULT_MAX_ROUNDS` when both are unset) or on convergence.
+    """
+
+    method: str = "zp-lke"
+    sampler: str = "thompson"
+    batch_size: int = 64
+    budget: int | None = None
+    max_rounds: int | None = None
+    seed: int = 0
+    propagation_weight: float = 1.0
+    prior: tuple[float, float] = (1.0, 1.0)
+    convergence_window: int = 5
+    convergence_tolerance: float = 0.01
+    stop_on_convergence: bool = True
+    probe_options: dict[str, Any] = field(default_factory=dict)
+    sampler_options: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["prior"] = list(self.prior)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EngineConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise InputError(f"unknown run setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        d = dict(d)
+        if "prior" in d:
+            d["prior"] = tuple(d["prior"])
+        return cls(**d)
+
+    @property
+    def round_limit(self) -> int | None:
+        if self.max_rounds is None and self.budget is None:
+            return DEFAULT_MAX_ROUNDS
+        return self.max_rounds
+
+    def validate(self, kg: KnowledgeGraph) -> None:
+        """Raise :class:`InputError` naming the first setting that cannot work on ``kg``."""
+        if not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise InputError(f"batch size must be a positive integer, got {self.batch_size!r}")
+        if kg.num_active == 0:
+            raise InputError(f"the KG {kg.name!r} has no active edges: nothing can be probed")
+        if self.batch_size > kg.num_active:
+            raise InputError(
+                f"batch size {self.batch_size} is larger than the {kg.num_active} active edges of the KG "
+                f"{kg.name!r}; use --batch-size {kg.num_active} or less"
+            )
+        if self.budget is not None:
+            if not isinstance(self.budget, int) or self.budget < 1:
+                raise InputError(f"budget must be a positive number of model queries, got {self.budget!r}")
+            if self.budget < self.batch_size:
+                raise InputError(
+                    f"budget {self.budget} is below one batch ({self.batch_size} edges, at least "
+                    f"{self.batch_size} queries); raise --budget or lower --batch-size"
+                )
+        if self.max_rounds is not None and (not isinstance(self.max_rounds, int) or self.max_rounds < 1):
+            raise InputError(f"max rounds must be a positive integer, got {self.max_rounds!r}")
+        if not (isinstance(self.convergence_window, int) and self.convergence_window >= 2):
+            raise InputError(f"convergence window must be an integer >= 2, got {self.convergence_window!r}")
+        if not (self.convergence_tolerance > 0 and math.isfinite(self.convergence_tolerance)):
+            raise InputError(f"convergence tolerance must be a positive number, got {self.convergence_tolerance!r}")
+        if not (self.propagation_weight >= 0 and math.isfinite(self.propagation_weight)):
+            raise InputError(f"propagation weight must be >= 0, got {self.propagation_weight!r}")
+
+
+# -- events -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunStarted:
+    config: EngineConfig
+    kg_name: str
+    num_active: int
+    model: str
+    start_round: int
+    """The first round this process plays (> 1 when resuming)."""
+    queries_spent: int
+    resumed: bool
+
+
+@dataclass(frozen=True)
+class RoundStarted:
+    round: int
+    queries_spent: int
+    budget: int | None
+
+
+@dataclass
+class RoundSummary:
+    """What one finished round did and where the run stands after it."""
+
+    round: int
+    edges: np.ndarray
+    correct: np.ndarray
+    audit: np.ndarray
+    queries: int
+    queries_spent: int
+    budget: int | None
+    max_rounds: int | None
+    num_requests: int
+    elapsed: float
+    """Seconds this round took (select, render, model, verify, update, commit)."""
+    model_seconds: float
+    replayed: bool
+    """True when the responses came from the store (a resumed, half-finished round)."""
+    metrics: Any
+    """``KnowledgeMetrics`` over every probed edge so far."""
+    by_predicate: dict[str, Any]
+    by_group: dict[str, Any]
+    weakest_entities: list[tuple[str, Any]]
+    """(entity id, metrics) of subjects with the highest zero-sense rate, worst first."""
+    converged: bool
+
+    @property
+    def responses_per_second(self) -> float:
+        return self.num_requests / self.elapsed if self.elapsed > 0 else float("nan")
+
+
+@dataclass(frozen=True)
+class RoundFinished:
+    summary: RoundSummary
+
+
+@dataclass(frozen=True)
+class Converged:
+    round: int
+    queries_spent: int
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    reason: str
+    """``converged``, ``budget``, ``max-rounds``, ``exhausted``, ``stopped`` or ``interrupted``."""
+    rounds: int
+    queries_spent: int
+
+
+Event = RunStarted | RoundStarted | RoundFinished | Converged | RunFinished
+Listener = Callable[[Event], None]
+
+#: Reasons after which the run is complete (a resume does nothing more).
+FINAL_REASONS = ("converged", "budget", "max-rounds", "exhausted")
+
+
+def round_rng(seed: int, round_: int, *path: int) -> np.random.Generator:
+    """The generator for one purpose in one round: a pure function of (seed, round, path)."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(round_, *path))))
+
+
+def metrics_to_dict(m: Any) -> dict:
+    """A ``KnowledgeMetrics`` (dataclass or named tuple) as a plain dict of numbers."""
+    if dataclasses.is_dataclass(m):
+        d = dataclasses.asdict(m)
+    elif hasattr(m, "_asdict"):
+        d = m._asdict()
+    else:
+        d = dict(vars(m))
+    return {k: (float(v) if isinstance(v, (float, np.floating)) else int(v) if isinstance(v, (int, np.integer)) else v)
+            for k, v in d.items()}
+
+
+class Engine:
+    """Plays rounds of a run against one model, recording everything in ``store``.
+
+    Build it with :meth:`from_config` (which makes the PKG, sampler, probe and
+    convergence monitor from an :class:`EngineConfig` and restores the store's last
+    checkpoint if there is one), then iterate :meth:`rounds` or call :meth:`run`.
+    """
+
+    def __init__(
+        self,
+        kg: KnowledgeGraph,
+        model: LanguageModel,
+        probe: Probe,
+        sampler: Sampler,
+        pkg,
+        monitor,
+        store: RunStore,
+        config: EngineConfig,
+    ):
+        self.kg, self.model, self.probe, self.sampler = kg, model, probe, sampler
+        self.pkg, self.monitor, self.store, self.config = pkg, monitor, store, config
+        self.listeners: list[Listener] = []
+        self.round = 0
+        self.queries_spent = 0
+        self.converged = False
+        self.stop_reason: str | None = None
+        self.last_summary: RoundSummary | None = None
+        self._subject_of_edge = kg.subjects
+        self._predicate_of_edge = np.asarray([kg.predicate_id(i) for i in kg.predicate_of.tolist()], dtype=object) \
+            if kg.num_edges < 2_000_000 else None
+        groups = [kg.entities[eid].group or "(none)" for eid in kg.entity_ids]
+        self._group_of_edge = np.asarray(groups, dtype=object)[kg.subjects] if kg.num_edges else np.empty(0, object)
+
+    # -- construction ----------------------------------------------------------------------
+    @classmethod
+    def from_config(cls, kg: KnowledgeGraph, model: LanguageModel, config: EngineConfig, store: RunStore) -> "Engine":
+        from kgprobe.kg.parameterized import ParameterizedKG
+        from kgprobe.metrics import ConvergenceMonitor
+        from kgprobe.probes import make_probe
+        from kgprobe.sampling import make_sampler
+
+        config.validate(kg)
+        probe = make_probe(config.method, **config.probe_options)
+        if getattr(probe, "needs_scoring", False) and not getattr(model, "can_score", True):
+            raise ModelError(
+                f"method {config.method!r} scores answer options, but model {model.name!r} cannot return "
+                "log-probabilities (a chat-only API); use a generation method such as 'yes-no', 'wh' or 'hard'"
+            )
+        sampler = make_sampler(config.sampler, **config.sampler_options)
+        pkg = ParameterizedKG.from_kg(kg, prior=tuple(config.prior), propagation_weight=config.propagation_weight)
+        monitor = ConvergenceMonitor(window=config.convergence_window, tolerance=config.convergence_tolerance)
+        engine = cls(kg, model, probe, sampler, pkg, monitor, store, config)
+        engine._restore()
+        return engine
+
+    def _restore(self) -> None:
+        checkpoint = self.store.checkpoint()
+        if checkpoint is None:
+            return
+        self.pkg.load_state_dict(checkpoint.pkg_state)
+        self.sampler.load_state_dict(_decode_state(checkpoint.sampler_state))
+        self.monitor.load_state_dict(_decode_state(checkpoint.convergence_state))
+        self.round = checkpoint.round
+        self.queries_spent = checkpoint.queries_spent
+        self.converged = checkpoint.converged
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call ``listener(event)`` for every event from now on."""
+        self.listeners.append(listener)
+
+    def _emit(self, event: Event) -> None:
+        for listener in self.listeners:
+            listener(event)
+
+    # -- the loop ------------------------------------------------------------------------
+    def pending_stop(self) -> str | None:
+        """Why no further round would be played now, or None if one would."""
+        cfg = self.config
+        if self.converged and cfg.stop_on_convergence:
+            return "converged"
+        if cfg.budget is not None and self.queries_spent >= cfg.budget:
+            return "budget"
+        limit = cfg.round_limit
+        if limit is not None and self.round >= limit:
+            return "max-rounds"
+        return None
+
+    def rounds(self) -> Iterator[RoundSummary]:
+        """Play rounds until the run stops, yielding a summary after each.
+
+        Breaking out of the loop leaves the run resumable (status ``stopped``);
+        KeyboardInterrupt leaves it ``interrupted`` and re-raises.
+        """
+        self._emit(
+            RunStarted(self.config, self.kg.name, self.kg.num_active, self.model.name, self.round + 1,
+                       self.queries_spent, resumed=self.round > 0)
+        )
+        self.store.set_status("running")
+        finished = False
+        try:
+            while True:
+                reason = self.pending_stop()
+                if reason is None:
+                    summary = self._play_round(self.round + 1)
+                    if summary is None:
+                        reason = "budget" if self.config.budget is not None else "exhausted"
+                if reason is not None:
+                    self._finish(reason)
+                    finished = True
+                    return
+                yield summary
+        except KeyboardInterrupt:
+            self._stop("interrupted")
+            finished = True
+            raise
+        finally:
+            if not finished:
+                # The caller left the loop early (break / close) or an error escaped.
+                self._stop("stopped")
+
+    def run(self) -> str:
+        """Play every remaining round; return the stop reason."""
+        for _ in self.rounds():
+            pass
+        return self.stop_reason or ""
+
+    def _finish(self, reason: str) -> None:
+        self.stop_reason = reason
+        self.store.set_status("finished", reason)
+        self._emit(RunFinished(reason, self.round, self.queries_spent))
+
+    def _stop(self, reason: str) -> None:
+        self.stop_reason = reason
+        try:
+            self.store.set_status(reason, reason)
+        except Exception:  # the store may be the thing that failed; the run stays resumable
+            pass
+        self._emit(RunFinished(reason, self.round, self.queries_spent))
+
+    def _play_round(self, r: int) -> RoundSummary | None:
+        cfg = self.config
+        started_wall, t0 = time.time(), time.perf_counter()
+        remaining = None if cfg.budget is None else cfg.budget - self.queries_spent
+        n = min(cfg.batch_size, self.kg.num_active, remaining if remaining is not None else cfg.batch_size)
+        self._emit(RoundStarted(r, self.queries_spent, cfg.budget))
+        selection = self.sampler.select(self.pkg, n, round_rng(cfg.seed, r, 0))
+        edges = np.asarray(selection.edges, dtype=np.int64)
+        audit = np.asarray(selection.audit, dtype=bool)
+        tasks: list[ProbeTask] = [
+            self.probe.render(self.kg, int(edge), round_rng(cfg.seed, r, 1, i)) for i, edge in enumerate(edges)
+        ]
+        if remaining is not None:
+            # A task may cost more than one query; drop trailing tasks so the budget holds.
+            cost = np.cumsum([t.num_queries for t in tasks]) if tasks else np.empty(0)
+            keep = int(np.searchsorted(cost, remaining, side="right"))
+            tasks, edges, audit = tasks[:keep], edges[:keep], audit[:keep]
+        if not tasks:
+            return None
+
+        score_requests = [req for t in tasks for req in t.score_requests]
+        generate_requests = [req for t in tasks for req in t.generate_requests]
+        tm = time.perf_counter()
+        scores, replayed_s = self._answer(r, "score", score_requests, self.model.score)
+        generations, replayed_g = self._answer(r, "generate", generate_requests, self.model.generate)
+        model_seconds = time.perf_counter() - tm
+
+        verdicts: list[Verdict] = []
+        si = gi = 0
+        for task in tasks:
+            ns, ng = len(task.score_requests), len(task.generate_requests)
+            verdicts.append(self.probe.verify(self.kg, task, scores[si : si + ns], generations[gi : gi + ng]))
+            si, gi = si + ns, gi + ng
+        correct = np.fromiter((bool(v.correct) for v in verdicts), dtype=bool, count=len(verdicts))
+
+        self.pkg.update(edges, correct)
+        queries = int(sum(t.num_queries for t in tasks))
+        self.queries_spent += queries
+        self.round = r
+        metrics = self._metrics()
+        converged_now = bool(self.monitor.update(metrics))
+        newly_converged = converged_now and not self.converged
+        self.converged = self.converged or converged_now
+        elapsed = time.perf_counter() - t0
+        num_requests = len(score_requests) + len(generate_requests)
+        replayed = (replayed_s or not score_requests) and (replayed_g or not generate_requests)
+        self.store.commit_round(
+            RoundRecord(
+                round=r,
+                queries=queries,
+                queries_spent=self.queries_spent,
+                num_requests=num_requests,
+                replayed=bool(replayed),
+                started=started_wall,
+                elapsed=elapsed,
+                metrics=metrics_to_dict(metrics),
+                converged=self.converged,
+                pkg_state=self.pkg.state_dict(),
+                sampler_state=_encode_state(self.sampler.state_dict()),
+                convergence_state=_encode_state(self.monitor.state_dict()),
+                probes=[
+                    ProbeRecord(r, i, int(e), bool(a), bool(v.correct), t.question, v.answer, v.detail)
+                    for i, (e, a, t, v) in enumerate(zip(edges, audit, tasks, verdicts))
+                ],
+            )
+        )
+        summary = RoundSummary(
+            round=r,
+            edges=edges,
+            correct=correct,
+            audit=audit,
+            queries=queries,
+            queries_spent=self.queries_spent,
+            budget=cfg.budget,
+            max_rounds=cfg.round_limit,
+            num_requests=num_requests,
+            elapsed=elapsed,
+            model_seconds=model_seconds,
+            replayed=bool(replayed),
+            metrics=metrics,
+            by_predicate=self._grouped(self._predicate_of_edge),
+            by_group=self._grouped(self._group_of_edge),
+            weakest_entities=self._weakest_entities(),
+            converged=self.converged,
+        )
+        self.last_summary = summary
+        self._emit(RoundFinished(summary))
+        if newly_converged:
+            self._emit(Converged(r, self.queries_spent))
+        return summary
+
+    def _answer(self, r: int, phase: str, requests: Sequence, call) -> tuple[list, bool]:
+        """Responses for one phase of round ``r``: replayed from the store, else from the model."""
+        if not requests:
+            return [], False
+        logged = self.store.logged_responses(r, phase)
+        if logged is not None:
+            sha, responses = logged
+            if sha == requests_sha(requests) and len(responses) == len(requests):
+                return responses, True
+            warnings.warn(
+                f"round {r}: the {phase} requests logged before the interruption differ from the ones "
+                "rendered now (kgprobe, probe or KG changed?); asking the model again",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        responses = list(call(list(requests)))
+        if len(responses) != len(requests):
+            raise ModelError(
+                f"model {self.model.name!r} returned {len(responses)} {phase} results for {len(requests)} requests"
+            )
+        self.store.log_responses(r, phase, requests, responses)
+        return responses, False
+
+    # -- metrics -------------------------------------------------------------------------
+    def _metrics(self):
+        from kgprobe.metrics import knowledge_metrics
+
+        return knowledge_metrics(self.pkg.successes, self.pkg.failures)
+
+    def _grouped(self, groups) -> dict[str, Any]:
+        if groups is None:
+            return {}
+        from kgprobe.metrics import grouped_metrics
+
+        return {str(k): v for k, v in grouped_metrics(self.pkg.successes, self.pkg.failures, groups).items()}
+
+    def _weakest_entities(self, k: int = 5, min_edges: int = 2) -> list[tuple[str, Any]]:
+        """Subjects with at least ``min_edges`` probed edges, highest zero-sense rate first."""
+        from kgprobe.metrics import knowledge_metrics
+
+        probed = np.flatnonzero((np.asarray(self.pkg.successes) + np.asarray(self.pkg.failures)) > 0)
+        if probed.size == 0:
+            return []
+        subj = self._subject_of_edge[probed]
+        uniq, counts = np.unique(subj, return_counts=True)
+        out = []
+        for s in uniq[counts >= min_edges]:
+            edges = probed[subj == s]
+            m = knowledge_metrics(np.asarray(self.pkg.successes)[edges], np.asarray(self.pkg.failures)[edges])
+            out.append((self.kg.entity_id(int(s)), m))
+        out.sort(key=lambda x: (-x[1].zero_sense_rate, -x[1].probed_edges, x[0]))
+        return out[:k]
+
+
+def _encode_state(state: dict) -> dict:
+    """JSON-safe form of a sampler / monitor state dict, arrays tagged so they come back as arrays."""
+    out = {}
+    for k, v in (state or {}).items():
+        if isinstance(v, np.ndarray):
+            out[k] = {"__ndarray__": v.tolist(), "dtype": str(v.dtype)}
+        elif isinstance(v, (np.integer,)):
+            out[k] = int(v)
+        elif isinstance(v, (np.floating,)):
+            out[k] = float(v)
+        elif isinstance(v, dict):
+            out[k] = _encode_state(v)
+        else:
+            out[k] = v
+    return out
+
+
+def _decode_state(state: dict) -> dict:
+    out = {}
+    for k, v in (state or {}).items():
+        if isinstance(v, dict) and "__ndarray__" in v:
+            out[k] = np.asarray(v["__ndarray__"], dtype=v["dtype"])
+        elif isinstance(v, dict):
+            out[k] = _decode_state(v)
+        else:
+            out[k] = v
+    return out

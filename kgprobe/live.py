@@ -1,0 +1,322 @@
+"""The terminal view of a running probe, fed by engine events.
+
+Three modes, chosen by :func:`choose_mode` unless forced:
+
+``live``
+    a rich panel redrawn in place: round, queries spent / budget with a bar,
+    responses per second, elapsed time and ETA, win / zero-sense / all-sense rates with
+    a trend (change over the convergence window) and a sparkline, the convergence
+    state, and the currently weakest predicates and subject entities. Laid out for 80
+    columns; wider terminals put the two "weakest" tables side by side.
+``plain``
+    one line per round, for CI logs and pipes (no cursor movement, no colour).
+``quiet``
+    nothing while running; the command prints its final line.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections import deque
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from kgprobe.engine import Converged, RoundFinished, RoundStarted, RoundSummary, RunFinished, RunStarted
+from kgprobe.kg.graph import KnowledgeGraph
+
+_SPARK = "▁▂▃▄▅▆▇█"
+_METRICS = (("win rate", "win_rate"), ("zero-sense", "zero_sense_rate"), ("all-sense", "all_sense_rate"))
+
+
+def choose_mode(quiet: bool = False, plain: bool = False, stream=None) -> str:
+    """``quiet`` if asked, ``plain`` if asked or the output is not a terminal, else ``live``."""
+    if quiet:
+        return "quiet"
+    stream = stream or sys.stderr
+    if plain or not (hasattr(stream, "isatty") and stream.isatty()):
+        return "plain"
+    return "live"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "--:--"
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def sparkline(values: list[float]) -> str:
+    """Unicode block sparkline scaled to the values' own range."""
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    if not vals:
+        return ""
+    lo, hi = min(vals), max(vals)
+    span = hi - lo
+    return "".join(_SPARK[0 if span == 0 else min(7, int((v - lo) / span * 7.999))] for v in vals)
+
+
+class LiveView:
+    """An engine listener that draws progress. Use as a context manager around the run."""
+
+    def __init__(self, kg: KnowledgeGraph, *, mode: str = "live", console: Console | None = None,
+                 window: int = 5, tolerance: float = 0.01, spark_length: int = 24):
+        self.kg = kg
+        self.mode = mode
+        self.console = console or Console(stderr=True, highlight=False)
+        self.window, self.tolerance = window, tolerance
+        self.history: deque[RoundSummary] = deque(maxlen=max(spark_length, window + 1))
+        self.started: RunStarted | None = None
+        self.t_start = time.perf_counter()
+        self.current_round: int | None = None
+        self.round_started_at: float | None = None
+        self.finished: RunFinished | None = None
+        self.converged_at: int | None = None
+        self.queries_this_process = 0
+        self.seconds_this_process = 0.0
+        self._live: Live | None = None
+
+    # -- context --------------------------------------------------------------------------
+    def __enter__(self):
+        if self.mode == "live":
+            self._live = Live(console=self.console, get_renderable=self.render, refresh_per_second=2,
+                              transient=False, redirect_stdout=False, redirect_stderr=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._live is not None:
+            self._live.refresh()
+            self._live.__exit__(*exc)
+            self._live = None
+
+    # -- events ---------------------------------------------------------------------------
+    def __call__(self, event) -> None:
+        if isinstance(event, RunStarted):
+            self.started = event
+            self.window = event.config.convergence_window
+            self.tolerance = event.config.convergence_tolerance
+            self.t_start = time.perf_counter()
+            if self.mode == "plain":
+                what = "resuming" if event.resumed else "probing"
+                self._line(
+                    f"kgprobe: {what} {event.model} on {event.kg_name} ({event.num_active} active edges), "
+                    f"method {event.config.method}, sampler {event.config.sampler}, batch {event.config.batch_size}, "
+                    f"budget {event.config.budget or '-'} queries, seed {event.config.seed}"
+                    + (f", from round {event.start_round}" if event.resumed else "")
+                )
+        elif isinstance(event, RoundStarted):
+            self.current_round = event.round
+            self.round_started_at = time.perf_counter()
+        elif isinstance(event, RoundFinished):
+            s = event.summary
+            self.history.append(s)
+            self.current_round = None
+            self.queries_this_process += s.queries
+            self.seconds_this_process += s.elapsed
+            if self.mode == "plain":
+                self._line(self.plain_line(s))
+        elif isinstance(event, Converged):
+            self.converged_at = event.round
+        elif isinstance(event, RunFinished):
+            self.finished = event
+            if self.mode == "plain":
+                self._line(f"kgprobe: stopped after round {event.rounds} ({event.reason}), "
+                           f"{event.queries_spent} queries spent")
+        if self._live is not None:
+            self._live.refresh()
+
+    def _line(self, text: str) -> None:
+        self.console.print(text, soft_wrap=True, markup=False, highlight=False)
+
+    # -- derived numbers --------------------------------------------------------------
+    @property
+    def last(self) -> RoundSummary | None:
+        return self.history[-1] if self.history else None
+
+    def queries_per_second(self) -> float:
+        recent = list(self.history)[-3:]
+        secs = sum(s.elapsed for s in recent)
+        return sum(s.queries for s in recent) / secs if secs > 0 else float("nan")
+
+    def responses_per_second(self) -> float:
+        recent = list(self.history)[-3:]
+        secs = sum(s.elapsed for s in recent)
+        return sum(s.num_requests for s in recent) / secs if secs > 0 else float("nan")
+
+    def eta(self) -> float | None:
+        s = self.last
+        if s is None or self.finished is not None:
+            return None if s is None else 0.0
+        remaining = []
+        if s.budget is not None:
+            qps = self.queries_per_second()
+            if qps > 0:
+                remaining.append((s.budget - s.queries_spent) / qps)
+        if s.max_rounds is not None:
+            recent = list(self.history)[-3:]
+            per_round = sum(x.elapsed for x in recent) / len(recent)
+            remaining.append((s.max_rounds - s.round) * per_round)
+        return min(remaining) if remaining else None
+
+    def trend(self, key: str) -> float | None:
+        """Change of a metric over the convergence window (or as many rounds as seen)."""
+        hist = list(self.history)
+        if len(hist) < 2:
+            return None
+        back = hist[-1 - min(self.window, len(hist) - 1)]
+        return getattr(hist[-1].metrics, key) - getattr(back.metrics, key)
+
+    def convergence_text(self) -> str:
+        s = self.last
+        if s is None:
+            return "waiting for the first round"
+        if s.converged:
+            return f"converged (all rates moved < {self.tolerance:g} over {self.window} rounds)"
+        deltas = [abs(d) for d in (self.trend(k) for _, k in _METRICS) if d is not None]
+        if len(self.history) <= self.window or not deltas:
+            return f"not yet ({len(self.history)}/{self.window + 1} rounds seen)"
+        return f"not yet: max change {max(deltas):.3f} over {self.window} rounds (needs < {self.tolerance:g})"
+
+    def weakest_predicates(self, k: int = 5, min_edges: int = 3) -> list[tuple[str, Any]]:
+        s = self.last
+        if s is None:
+            return []
+        items = [(self._predicate_label(pid), m) for pid, m in s.by_predicate.items() if m.probed_edges >= min_edges]
+        items.sort(key=lambda x: (-x[1].zero_sense_rate, -x[1].probed_edges, x[0]))
+        return items[:k]
+
+    def _predicate_label(self, pid: str) -> str:
+        p = self.kg.predicates.get(pid)
+        return p.label if p else pid
+
+    def _entity_label(self, eid: str) -> str:
+        e = self.kg.entities.get(eid)
+        return e.label if e else eid
+
+    # -- plain ------------------------------------------------------------------------
+    def plain_line(self, s: RoundSummary) -> str:
+        rounds = f"{s.round}/{s.max_rounds}" if s.max_rounds else str(s.round)
+        budget = f"/{s.budget}" if s.budget else ""
+        m = s.metrics
+        conv = "converged" if s.converged else "converging"
+        replay = " (replayed from store)" if s.replayed else ""
+        return (
+            f"round {rounds} | queries {s.queries_spent}{budget} | {s.responses_per_second:.1f} resp/s | "
+            f"win {m.win_rate:.1%} zero-sense {m.zero_sense_rate:.1%} all-sense {m.all_sense_rate:.1%} "
+            f"({m.probed_edges} edges) | {conv} | ETA {fmt_duration(self.eta())}{replay}"
+        )
+
+    # -- rich -------------------------------------------------------------------------
+    def render(self):
+        width = self.console.width
+        s = self.last
+        st = self.started
+        head = Text()
+        if st is not None:
+            head.append("kgprobe ", style="bold")
+            head.append(f"{st.model} · {st.kg_name} ({st.num_active:,} edges) · {st.config.method} · "
+                        f"{st.config.sampler} · batch {st.config.batch_size} · seed {st.config.seed}")
+        status = self._status_line()
+        progress = self._progress()
+        metrics = self._metrics_table()
+        weak = self._weak_tables(width)
+        body = Group(head, progress, status, metrics, weak)
+        title = "finished" if self.finished else "probing"
+        return Panel(body, title=f"[bold]{title}[/]", title_align="left", border_style="blue", padding=(0, 1))
+
+    def _progress(self):
+        s = self.last
+        st = self.started
+        budget = st.config.budget if st else None
+        spent = s.queries_spent if s else (st.queries_spent if st else 0)
+        limit = st.config.max_rounds if st else None
+        rnd = s.round if s else 0
+        grid = Table.grid(padding=(0, 1), expand=True)
+        grid.add_column(no_wrap=True)
+        grid.add_column(ratio=1)
+        grid.add_column(no_wrap=True, justify="right")
+        if budget:
+            bar = ProgressBar(total=budget, completed=spent)
+            right = f"{spent:,}/{budget:,} queries"
+        elif limit:
+            bar = ProgressBar(total=limit, completed=rnd)
+            right = f"{spent:,} queries"
+        else:
+            bar = ProgressBar(total=None)
+            right = f"{spent:,} queries"
+        rounds_txt = f"round {rnd}" + (f"/{limit}" if limit else "")
+        grid.add_row(rounds_txt, bar, right)
+        return grid
+
+    def _status_line(self) -> Text:
+        t = Text()
+        if self.current_round is not None and self.round_started_at is not None:
+            t.append(f"round {self.current_round}: asking the model… "
+                     f"{fmt_duration(time.perf_counter() - self.round_started_at)}  ", style="yellow")
+        rps = self.responses_per_second()
+        t.append(f"{rps:,.1f} responses/s" if math.isfinite(rps) else "-- responses/s")
+        t.append(f" · elapsed {fmt_duration(time.perf_counter() - self.t_start)}")
+        t.append(f" · ETA {fmt_duration(self.eta())}")
+        if self.finished:
+            t.append(f" · stopped: {self.finished.reason}", style="bold")
+        t.append("\n")
+        conv = self.convergence_text()
+        t.append("convergence: ", style="bold")
+        t.append(conv, style="green" if conv.startswith("converged") else "")
+        return t
+
+    def _metrics_table(self) -> Table:
+        table = Table(box=None, padding=(0, 1), pad_edge=False, show_edge=False)
+        table.add_column("metric", no_wrap=True)
+        table.add_column("now", justify="right", no_wrap=True)
+        table.add_column("trend", justify="right", no_wrap=True)
+        table.add_column("history", no_wrap=True, overflow="crop")
+        s = self.last
+        for label, key in _METRICS:
+            if s is None:
+                table.add_row(label, "--", "", "")
+                continue
+            value = getattr(s.metrics, key)
+            d = self.trend(key)
+            if d is None:
+                trend = Text("")
+            else:
+                arrow = "▲" if d > 0.0005 else "▼" if d < -0.0005 else "="
+                trend = Text(f"{arrow} {d * 100:+.1f} pt")
+            spark = sparkline([getattr(x.metrics, key) for x in self.history])
+            table.add_row(label, f"{value:.1%}", trend, spark)
+        if s is not None:
+            table.caption = f"over {s.metrics.probed_edges:,} probed edges"
+            table.caption_justify = "left"
+        return table
+
+    def _weak_tables(self, width: int):
+        # Side by side at any width: stacked tables would not fit a 24-line terminal.
+        name_width = max(10, min(40, (width - 8) // 2 - 19))
+        preds = Table(title="weakest predicates", title_justify="left", box=None, padding=(0, 1), pad_edge=False)
+        preds.add_column("predicate", overflow="ellipsis", no_wrap=True, max_width=name_width)
+        preds.add_column("zero-sense", justify="right", no_wrap=True)
+        preds.add_column("edges", justify="right", no_wrap=True)
+        for label, m in self.weakest_predicates():
+            preds.add_row(label, f"{m.zero_sense_rate:.0%}", str(m.probed_edges))
+        ents = Table(title="weakest entities", title_justify="left", box=None, padding=(0, 1), pad_edge=False)
+        ents.add_column("entity", overflow="ellipsis", no_wrap=True, max_width=name_width)
+        ents.add_column("zero-sense", justify="right", no_wrap=True)
+        ents.add_column("edges", justify="right", no_wrap=True)
+        for eid, m in (self.last.weakest_entities if self.last else []):
+            ents.add_row(self._entity_label(eid), f"{m.zero_sense_rate:.0%}", str(m.probed_edges))
+        grid = Table.grid(padding=(0, 4))
+        grid.add_column()
+        grid.add_column()
+        grid.add_row(preds, ents)
+        return grid
