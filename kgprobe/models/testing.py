@@ -1,0 +1,65 @@
+"""A tiny random transformers model built on the fly, for fast tests (no weight files).
+
+Its tokenizer is the default model's real one (SmolLM2's BPE), so tokenization and BOS
+handling are exercised on realistic text; the network is a 2-layer Llama with random
+weights, which runs in milliseconds.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from kgprobe.models.default_model import (
+    DEFAULT_MODEL_NAME,
+    converted_dir,
+    copy_status,
+    find_default_gguf,
+)
+
+
+@functools.lru_cache(maxsize=1)
+def default_tokenizer():
+    """The default model's tokenizer: from the converted copy if ready, else from the GGUF."""
+    from transformers import AutoTokenizer
+
+    copy = converted_dir(DEFAULT_MODEL_NAME)
+    if copy_status(copy) == "ready":
+        return AutoTokenizer.from_pretrained(str(copy))
+    gguf = find_default_gguf()
+    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+
+
+def tiny_model(*, seed: int = 0, max_position_embeddings: int = 256, add_bos: bool = False, **kwargs):
+    """A :class:`~kgprobe.models.hf_backend.TransformersModel` around a random 2-layer Llama.
+
+    Same ``seed`` ⇒ same weights ⇒ same scores. ``max_position_embeddings`` is the
+    window, kept small so too-long-context errors are cheap to provoke.
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from kgprobe.models.hf_backend import TransformersModel
+
+    tokenizer = default_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_position_embeddings,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        model = LlamaForCausalLM(config)
+    finally:
+        torch.random.set_rng_state(generator_state)
+    return TransformersModel.from_components(
+        model, tokenizer, label=f"tiny-random-llama-seed{seed}", add_bos=add_bos, **kwargs
+    )
