@@ -6,7 +6,9 @@
 * ``brute-force`` — sweep all edges per epoch in random order;
 * ``pooled-thompson`` — kgprobe's own: Thompson on an empirical-Bayes posterior pooled
   over each edge's neighbourhood and predicate, with an audit side sample
-  (:mod:`kgprobe.sampling.pooled`).
+  (:mod:`kgprobe.sampling.pooled`);
+* ``focus`` — kgprobe's own: probes where one more answer most reduces the uncertainty
+  about likely-weak edges, on the same pooled posterior (:mod:`kgprobe.sampling.focus`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from kgprobe.errors import InputError
 from kgprobe.sampling.base import Sampler, Selection
 from kgprobe.sampling.brute_force import BruteForceSampler
 from kgprobe.sampling.epsilon_greedy import EpsilonGreedySampler
+from kgprobe.sampling.focus import FocusSampler
+from kgprobe.sampling.pooled import PooledThompsonSampler
 from kgprobe.sampling.thompson import ThompsonSampler
 from kgprobe.sampling.uniform import UniformSampler
 
@@ -23,14 +27,10 @@ SAMPLERS: dict[str, type[Sampler]] = {
     "epsilon-greedy": EpsilonGreedySampler,
     "uniform": UniformSampler,
     "brute-force": BruteForceSampler,
+    "pooled-thompson": PooledThompsonSampler,
+    "focus": FocusSampler,
 }
 
-try:  # the pooled sampler lands separately; the registry works without it
-    from kgprobe.sampling.pooled import PooledThompsonSampler
-
-    SAMPLERS["pooled-thompson"] = PooledThompsonSampler
-except ImportError:  # pragma: no cover
-    pass
 
 
 def make_sampler(name: str, **kwargs) -> Sampler:

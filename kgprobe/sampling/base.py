@@ -37,6 +37,14 @@ class Sampler(ABC):
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
         """Choose ``n`` distinct active edges of ``pkg`` (a ``ParameterizedKG``)."""
 
+    def estimate(self, pkg) -> np.ndarray:
+        """The point estimate of every edge's error θ this sampler's method implies.
+
+        Default: the posterior mean ``pkg.error_estimate()``. Samplers with their own
+        posterior (e.g. ``pooled-thompson``) override it; use it to rank edges.
+        """
+        return pkg.error_estimate()
+
     def state_dict(self) -> dict:
         """Sampler-internal state (e.g. a brute-force cursor) for checkpoints."""
         return {}
