@@ -20,9 +20,10 @@ Choices the paper leaves open, made here:
   (seeds always pass). Filters: ``require_aliases`` (KGLens: drop entities without an
   alias; off by default because many real objects — currencies, languages — have
   none), ``min_sitelinks`` (applies where the endpoint has ``wikibase:sitelinks``).
-* True-object completion: for each sampled (s, p), every other object of (s, p) is
-  added as an edge (up to ``max_objects_per_pair``), so "no" questions never use a true
-  object; these edges get the same active/dead status.
+* True-object completion: for each sampled (s, p), every other object of (s, p) that
+  passes the filters is added as an edge (up to ``max_objects_per_pair``), so "no"
+  questions never use a true object; these edges get the same active/dead status.
+  Filtered entities are dropped everywhere (edges, true objects, candidates).
 * Candidates of a predicate: its objects in the built graph, then up to
   ``candidate_limit`` further objects it takes anywhere at the endpoint (seeded order).
 * Edges are ordered by (subject, predicate, object) id; entities by first use.
@@ -276,7 +277,8 @@ class _Builder:
                 per_pair[key] = per_pair.get(key, 0) + 1
                 extra.add((*key, row["object"].id))
         self.fetch_names(ob for _, _, ob in extra)
-        edges |= extra
+        # filtered entities appear nowhere: neither as objects nor as candidates
+        edges |= {e for e in extra if self.passes(e[2])}
 
     def _candidates(self, edges) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}

@@ -65,6 +65,7 @@ def load_embedded_kg(name: str = "countries"):
     Cached: repeated calls return the same (immutable) graph. Dead edges are those of
     :data:`kgprobe.sources.rdf.DEAD_PREDICATES` (time zone, population).
     """
+    data_path(name)  # unknown names fail here with a clear message
     return kg_from_rdf(
         iter_embedded_triples(name),
         name=name,
