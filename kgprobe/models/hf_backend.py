@@ -127,6 +127,27 @@ def _make_cache(tensors: list[tuple], batch: int):
         return DynamicCache.from_legacy_cache(tuple(expanded))
 
 
+def _stop_criteria(tokenizer, stops: list[str], prompt_width: int):
+    """Stop a row once its *generated* text contains a stop string.
+
+    transformers' own ``stop_strings`` also matches text that overlaps the end of the
+    prompt (prompt "... is" + stop "s " stops after one token), so kgprobe checks only
+    the new tokens.
+    """
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class StopOnGeneratedText(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            done = [
+                any(s in tokenizer.decode(row[prompt_width:], skip_special_tokens=True) for s in stops)
+                for row in input_ids
+            ]
+            return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([StopOnGeneratedText()])
+
+
 class TransformersModel(LanguageModel):
     """A causal LM from a local directory or hub id, run with transformers.
 
@@ -592,7 +613,6 @@ class TransformersModel(LanguageModel):
             top_p=None,
             pad_token_id=pad,
             eos_token_id=tok.eos_token_id,
-            stop_strings=stops or None,
         )
         if sampled:
             torch.manual_seed(seed if seed is not None else int.from_bytes(os.urandom(4), "little"))
@@ -600,7 +620,7 @@ class TransformersModel(LanguageModel):
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
             generation_config=config,
-            tokenizer=tok if stops else None,
+            stopping_criteria=_stop_criteria(tok, stops, width) if stops else None,
         )
         self.tokens_run += int(mask.sum()) + int(out.shape[1] - width) * len(prompts)
         return [tok.decode(row[width:], skip_special_tokens=True) for row in out]
