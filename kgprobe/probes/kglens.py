@@ -1,0 +1,329 @@
+"""KGLens questions (METHODS §2): yes/no and wh-questions, EASY and HARD modes.
+
+* Yes/no: with probability ½ the question names the true object ("yes"), otherwise an
+  object drawn from C − T ("no"). Verified by the first word (:func:`parse_yes_no`:
+  case, punctuation, "Yes," / "no." / "A: Yes", a reversal later in the answer makes
+  it wrong). ``YesNoLogprobProbe`` instead compares the log-probabilities of " Yes" and
+  " No" after the same prompt (a tie is wrong).
+* Wh: asks for the object when out-degree(s, p) < 10 (otherwise the edge gets a yes/no
+  question, as in KGLens); verified against every true object and alias
+  (:func:`match_answer`), optionally with an LLM judge when string matching fails.
+* EASY = yes/no only; HARD = wh or yes/no with probability ½ each.
+* The subject's alias goes into the question: "X (also known as Y)".
+
+Questions come from per-predicate templates by default, or from an LLM
+(``LLMQuestionGenerator``, the few-shot prompts of KGLens appendix A.6) with every
+generated question cached in a JSON file keyed by backend identity and triple. The
+answer prompts are A.6's: an instruction and two demonstrations, sent as one user
+message (``chat=True``) so chat-only backends can serve them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import ClassVar, Sequence
+
+import numpy as np
+
+from kgprobe.errors import InputError
+from kgprobe.kg.graph import KnowledgeGraph
+from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
+from kgprobe.probes.base import Probe, ProbeTask, Verdict
+from kgprobe.probes.common import gold_names, name_of, negative_pool, subject_alias
+from kgprobe.probes.templates import fill, templates_for
+from kgprobe.probes.verify import match_answer, normalize, parse_yes_no
+
+#: Wh-questions only for (s, p) with fewer true objects than this (KGLens §2.2).
+WH_MAX_OUT_DEGREE = 10
+
+YES_NO_INSTRUCTION = "You are a helpful assistant, please answer Yes or No to the user's questions."
+YES_NO_DEMOS = (
+    ("Is Belgium located in the continent of Europe?", "Yes."),
+    ("Is Andrzej Duda the head of state of Belgium?", "No."),
+)
+WH_INSTRUCTION = (
+    "You are a helpful assistant, please give short and accurate answers to the user's question. "
+    "If there are multiple answers, please list as much as possible."
+)
+WH_DEMOS = (
+    ("What is the birth place of Jorund?", "Gamla Uppsala."),
+    ("Who is the father of Yellow Emperor?", "Shaodian."),
+)
+
+
+def answer_prompt(question: str, *, wh: bool) -> str:
+    """The A.6 answer prompt as one text: instruction, two demonstrations, the question."""
+    instruction, demos = (WH_INSTRUCTION, WH_DEMOS) if wh else (YES_NO_INSTRUCTION, YES_NO_DEMOS)
+    lines = [instruction, ""]
+    for q, a in demos:
+        lines += [f"Question: {q}", f"Answer: {a}", ""]
+    lines += [f"Question: {question}", "Answer:"]
+    return "\n".join(lines)
+
+
+def with_alias(subject: str, alias: str | None) -> str:
+    return f"{subject} (also known as {alias})" if alias else subject
+
+
+# -- LLM question generation ----------------------------------------------------------------
+
+_YES_NO_QG = (
+    "Given a semantic triple (SUBJECT, PREDICATE, OBJECT), generate a QUESTION that asks if the "
+    "SUBJECT's PREDICATE is the OBJECT, or includes the OBJECT. The alias of the SUBJECT can be used "
+    "in the question. Reply with the question only.\n\n"
+    "SUBJECT is Jorund, PREDICATE is place of birth, OBJECT is Gamla Uppsala, SUBJECT_ALIAS is Jörundr\n"
+    "QUESTION: Is Gamla Uppsala the birth place of Jorund (also known as Jörundr)?\n\n"
+    "SUBJECT is Asia, PREDICATE is located in time zone, OBJECT is Nepal Standard Time, "
+    "SUBJECT_ALIAS is Asian continent\n"
+    "QUESTION: Is Nepal Standard Time included in the time zones of Asia (also known as the Asian continent)?\n\n"
+)
+_WH_QG = (
+    "Given a semantic triple SUBJECT, PREDICATE, OBJECT, generate a QUESTION that can be answered by the "
+    "OBJECT. The OBJECT must not occur in the question. Reply with the question only.\n\n"
+    "SUBJECT is Jorund, PREDICATE is place of birth, OBJECT is Gamla Uppsala\n"
+    "QUESTION: What is the birth place of the legendary Swedish king Jorund?\n\n"
+    "SUBJECT is Yellow Emperor, PREDICATE is father, OBJECT is Shaodian\n"
+    "QUESTION: Who is the father of Yellow Emperor?\n\n"
+)
+
+
+class LLMQuestionGenerator:
+    """Questions written by a language model from KGLens' few-shot prompts, cached on disk.
+
+    The cache is a JSON object ``{key: question}`` where the key holds the backend
+    identity, the question kind and the triple's names, so a question is generated once
+    per model and reused by every later probe and run. A generated question that is
+    unusable (empty, no question mark, or — for wh — containing the object) is replaced
+    by the template question, and that choice is cached too.
+    """
+
+    def __init__(self, model: LanguageModel, cache_path: str | os.PathLike | None = None, *, chat: bool = True):
+        self.model = model
+        self.chat = chat
+        self.cache_path = Path(cache_path) if cache_path else None
+        self._cache: dict[str, str] = {}
+        self.generated = 0
+        self.rejected = 0
+        if self.cache_path and self.cache_path.exists():
+            try:
+                self._cache = json.loads(self.cache_path.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise InputError(
+                    f"question cache {self.cache_path} is not valid JSON ({exc}); delete it to regenerate"
+                ) from None
+
+    @staticmethod
+    def prompt(kind: str, subject: str, predicate: str, obj: str, alias: str | None) -> str:
+        if kind == "yes_no":
+            line = f"SUBJECT is {subject}, PREDICATE is {predicate}, OBJECT is {obj}"
+            if alias:
+                line += f", SUBJECT_ALIAS is {alias}"
+            return _YES_NO_QG + line + "\nQUESTION:"
+        return _WH_QG + f"SUBJECT is {subject}, PREDICATE is {predicate}, OBJECT is {obj}\nQUESTION:"
+
+    def question(self, kind: str, subject: str, predicate: str, obj: str, alias: str | None, fallback: str) -> str:
+        key = json.dumps([self.model.identity, kind, subject, predicate, obj, alias or ""], ensure_ascii=False)
+        if key in self._cache:
+            return self._cache[key]
+        request = GenerateRequest(
+            self.prompt(kind, subject, predicate, obj, alias), max_tokens=48, stop=("\n",), chat=self.chat
+        )
+        text = self.model.generate([request])[0].strip()
+        self.generated += 1
+        text = text.removeprefix("QUESTION:").strip().strip('"').strip()
+        ok = bool(text) and "?" in text
+        if ok:
+            text = text[: text.index("?") + 1]
+        if ok and kind == "wh" and normalize(obj) and normalize(obj) in normalize(text):
+            ok = False
+        if not ok:
+            self.rejected += 1
+            text = fallback
+        self._cache[key] = text
+        self._save()
+        return text
+
+    def _save(self) -> None:
+        if not self.cache_path:
+            return
+        self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.cache_path.parent, prefix=".questions-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(self._cache, f, ensure_ascii=False, indent=0)
+        os.replace(tmp, self.cache_path)
+
+
+# -- LLM judge --------------------------------------------------------------------------------
+
+
+class LLMJudge:
+    """KGLens' answer verifier (appendix A.6): a model says whether a response is correct."""
+
+    def __init__(self, model: LanguageModel, *, chat: bool = True):
+        self.model = model
+        self.chat = chat
+
+    @staticmethod
+    def prompt(question: str, answers: Sequence[str], response: str) -> str:
+        return (
+            "Given a question and its correct answers, please judge whether a response is correct or not, "
+            "only reply with yes or no.\n\n"
+            "QUESTION: What writing system does the Ixcatec language use?\n"
+            "ANSWERS: latin script, latn, roman script\n"
+            "RESPONSE: the ixcatec language uses the latin alphabet for writing.\n"
+            "CORRECT: yes\n\n"
+            "QUESTION: On which side does railway traffic run in the philippines?\n"
+            "ANSWERS: left, left side, left-hand side\n"
+            "RESPONSE: Railway traffic in the philippines runs on the right-hand side.\n"
+            "CORRECT: no\n\n"
+            f"QUESTION: {question}\nANSWERS: {', '.join(answers)}\nRESPONSE: {response.strip()}\nCORRECT:"
+        )
+
+    def judge(self, question: str, answers: Sequence[str], response: str) -> bool | None:
+        """True / False, or None when the judge's reply is not a clear yes or no."""
+        reply = self.model.generate(
+            [GenerateRequest(self.prompt(question, answers, response), max_tokens=4, stop=("\n",), chat=self.chat)]
+        )[0]
+        return parse_yes_no(reply)
+
+
+# -- the probes ---------------------------------------------------------------------------------
+
+
+class KGLensProbe(Probe):
+    """Yes/no and wh-questions, generated answers; ``mode`` is "yes-no", "wh", "easy" or "hard"."""
+
+    name: ClassVar[str] = "kglens"
+    needs_scoring: ClassVar[bool] = False
+    MODES: ClassVar[tuple[str, ...]] = ("yes-no", "wh", "easy", "hard")
+
+    def __init__(
+        self,
+        mode: str = "hard",
+        *,
+        questions: LLMQuestionGenerator | None = None,
+        judge: LLMJudge | None = None,
+        chat: bool = True,
+        use_alias: bool = True,
+        max_tokens_yes_no: int = 24,
+        max_tokens_wh: int = 32,
+    ):
+        if mode not in self.MODES:
+            raise InputError(f"unknown KGLens mode {mode!r}; choose one of {', '.join(self.MODES)}")
+        self.mode = mode
+        self.name = {"yes-no": "yes-no", "wh": "wh", "easy": "easy", "hard": "hard"}[mode]
+        self.questions = questions
+        self.judge = judge
+        self.chat = chat
+        self.use_alias = use_alias
+        self.max_tokens_yes_no = max_tokens_yes_no
+        self.max_tokens_wh = max_tokens_wh
+
+    def _wants_wh(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> bool:
+        t = kg.triple(edge)
+        if self.mode in ("yes-no", "easy"):
+            return False
+        wh_allowed = kg.out_degree(t.subject, t.predicate) < WH_MAX_OUT_DEGREE
+        if self.mode == "wh":
+            return wh_allowed
+        # HARD: draw the coin first so the stream does not depend on the out-degree.
+        coin = rng.random() < 0.5
+        return coin and wh_allowed
+
+    def question(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator, *, wh: bool) -> dict:
+        """The question and what verifies it: text, polarity (yes/no) or gold names (wh)."""
+        t = kg.triple(edge)
+        subject = name_of(kg, t.subject, edge=edge, role="subject")
+        gold = name_of(kg, t.object, edge=edge, role="object")
+        alias = subject_alias(kg.entity(t.subject), rng) if self.use_alias else None
+        shown = with_alias(subject, alias)
+        tpl = templates_for(kg, t.predicate)
+        plabel = kg.predicate_label(t.predicate)
+        if wh:
+            template = tpl.wh[int(rng.integers(len(tpl.wh)))]
+            text = fill(template, shown)
+            if self.questions is not None:
+                text = self.questions.question("wh", subject, plabel, gold, alias, text)
+            return {"type": "wh", "question": text, "gold": gold_names(kg, t.subject, t.predicate)}
+        positive = bool(rng.random() < 0.5)
+        pool = negative_pool(kg, t.subject, t.predicate)
+        if not positive and not pool:
+            positive = True  # C − T is empty: only a "yes" question can be asked
+        obj = gold if positive else pool[int(rng.integers(len(pool)))][1]
+        template = tpl.yes_no[int(rng.integers(len(tpl.yes_no)))]
+        text = fill(template, shown, obj)
+        if self.questions is not None:
+            text = self.questions.question("yes_no", subject, plabel, obj, alias, text)
+        return {"type": "yes_no", "question": text, "expected": positive, "object": obj}
+
+    def render(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> ProbeTask:
+        wh = self._wants_wh(kg, edge, rng)
+        q = self.question(kg, edge, rng, wh=wh)
+        request = GenerateRequest(
+            answer_prompt(q["question"], wh=wh),
+            max_tokens=self.max_tokens_wh if wh else self.max_tokens_yes_no,
+            stop=("\nQuestion:", "\n\n"),
+            chat=self.chat,
+            edge=edge,
+        )
+        return ProbeTask(edge=edge, generate_requests=[request], question=q["question"], payload=q)
+
+    def verify(
+        self, kg: KnowledgeGraph, task: ProbeTask, scores: Sequence[ScoreResult], generations: Sequence[str]
+    ) -> Verdict:
+        response = generations[0].strip()
+        q = task.payload
+        if q["type"] == "yes_no":
+            said = parse_yes_no(response)
+            return Verdict(said is not None and said == q["expected"], response, {"type": "yes_no", "parsed": said})
+        result = match_answer(response, q["gold"])
+        correct, judged = result.correct, None
+        if self.judge is not None and not result.correct and result.reason == "no-match":
+            judged = self.judge.judge(q["question"], q["gold"], response)
+            if judged is not None:
+                correct = judged
+        return Verdict(correct, response, {"type": "wh", "reason": result.reason, "judge": judged})
+
+    def chance_level(self, kg: KnowledgeGraph, edge: int) -> float:
+        """Random guessing: ½ on yes/no, 0 on wh; HARD mixes them when wh is allowed."""
+        t = kg.triple(edge)
+        wh_allowed = kg.out_degree(t.subject, t.predicate) < WH_MAX_OUT_DEGREE
+        if self.mode in ("yes-no", "easy") or not wh_allowed:
+            return 0.5
+        return 0.0 if self.mode == "wh" else 0.25
+
+
+class YesNoLogprobProbe(Probe):
+    """Yes/no by log-probability: is " Yes" or " No" more likely after the question?"""
+
+    name: ClassVar[str] = "yes-no-logprob"
+    needs_scoring: ClassVar[bool] = True
+
+    def __init__(self, *, use_alias: bool = True, questions: LLMQuestionGenerator | None = None):
+        self._questions = KGLensProbe("yes-no", questions=questions, use_alias=use_alias)
+
+    def render(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> ProbeTask:
+        q = self._questions.question(kg, edge, rng, wh=False)
+        context = answer_prompt(q["question"], wh=False)
+        return ProbeTask(
+            edge=edge,
+            score_requests=[ScoreRequest(context, " Yes", edge=edge), ScoreRequest(context, " No", edge=edge)],
+            question=q["question"],
+            payload=q,
+        )
+
+    def verify(
+        self, kg: KnowledgeGraph, task: ProbeTask, scores: Sequence[ScoreResult], generations: Sequence[str]
+    ) -> Verdict:
+        yes, no = scores[0].logprob, scores[1].logprob
+        said = True if yes > no else False if no > yes else None
+        correct = said is not None and said == task.payload["expected"]
+        p_yes = float(1.0 / (1.0 + np.exp(no - yes)))
+        answer = "Yes" if said else "No" if said is False else "tie"
+        return Verdict(correct, answer, {"type": "yes_no", "p_yes": p_yes})
+
+    def chance_level(self, kg: KnowledgeGraph, edge: int) -> float:
+        return 0.5

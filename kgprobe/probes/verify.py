@@ -1,0 +1,432 @@
+"""Answer normalization and matching: turns free model text into right or wrong.
+
+Two questions are answered here:
+
+* :func:`parse_yes_no` — which polarity does a response to a yes/no question commit
+  to? KGLens verifies by the first word; kgprobe does too, but tolerates case,
+  punctuation, quoting, a leading "A:" / "Answer:" and a few fillers ("Well,",
+  "Certainly,"), and returns ``None`` (counted wrong) when the response hedges,
+  refuses, or contradicts its own first word ("Yes. Actually, no …").
+* :func:`match_answer` — does a free-text response name one of the gold answers
+  (every true object and its aliases)? Both sides are normalized (case, articles,
+  punctuation, diacritics, "X language" vs "X", UTC offsets, dates and numbers
+  written differently) and a gold name must occur as a whole-word sequence. A pure
+  refusal is wrong; a hedge that still names a gold answer ("I think it is Paris")
+  is right, as KGLens' annotators were told ("correct when the answer or any alias
+  appears"); a disjunctive guess over several alternatives ("Paris or Lyon") is
+  wrong unless every alternative is gold; a mention directly negated ("not Paris")
+  does not count.
+
+Decisions where the papers are silent are documented at each function. The labelled
+set ``kgprobe/probes/data/labelled_answers.jsonl`` is the test of these rules.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+_ARTICLES = {"a", "an", "the"}
+
+# Words whose removal leaves the same entity: "French language" ≡ "French",
+# "Republic of Chile" ≡ "Chile". Only stripped at the edges of a gold name and only
+# when something remains, so "Republic" alone is not reduced to nothing. "city" is
+# deliberately absent: "Mexico City" is not "Mexico".
+_GENERIC_PREFIXES = (
+    "republic of",
+    "kingdom of",
+    "state of",
+    "commonwealth of",
+    "federal republic of",
+    "people s republic of",
+    "democratic republic of",
+    "islamic republic of",
+    "principality of",
+    "grand duchy of",
+    "sultanate of",
+    "union of",
+)
+_GENERIC_SUFFIXES = ("language", "languages", "people")
+
+_MONTHS = {
+    m: i + 1
+    for i, names in enumerate(
+        [
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ]
+    )
+    for m in names
+}
+
+_REFUSAL_PATTERNS = [
+    r"\bi (?:do not|don ?t|dont) know\b",
+    r"\bi (?:am|m) (?:not sure|unsure|not certain|sorry)\b",
+    r"\bi (?:cannot|can ?t|cant|could not|couldn ?t) (?:answer|provide|determine|find|say|help|tell|verify|confirm)\b",
+    r"\b(?:i|we) (?:do not|don ?t|dont) have (?:any |enough |the )?(?:information|data|access|knowledge)\b",
+    r"\bno (?:information|data) (?:is )?available\b",
+    r"\bunknown\b",
+    r"\bas an ai\b",
+    r"\bnot (?:able|possible) to (?:answer|determine|say)\b",
+    r"\bunable to (?:answer|determine|provide|find|verify)\b",
+    r"^sorry\b",
+    r"\bthere is no\b",
+]
+_REFUSAL_RE = re.compile("|".join(_REFUSAL_PATTERNS))
+
+# Hedges that do not commit to a yes/no polarity.
+_YES_WORDS = {"yes", "yeah", "yep", "correct", "true", "right", "indeed", "affirmative"}
+_NO_WORDS = {"no", "nope", "incorrect", "false", "wrong", "not"}
+# In normalized form (articles already dropped): "The answer is" -> "answer is".
+_LEADING_FILLERS = (
+    "a",  # "A: Yes"
+    "answer to your question is",
+    "answer to this question is",
+    "answer to question is",
+    "answer is",
+    "my answer is",
+    "answer",
+    "well",
+    "certainly",
+    "sure",
+    "ok",
+    "okay",
+    "response",
+    "assistant",
+)
+# A later sentence that reverses the first word: "Yes. Actually, no, ...".
+_REVERSAL_RE = re.compile(
+    r"(?:^|[.!?;]\s*|\b(?:actually|wait|correction|sorry|oops|hmm|rather|i mean)\b[,\s]*)"
+    r"(yes|no)(?=[.,!;]|\s*$)",
+)
+_YES_NEGATION_RE = re.compile(
+    r"\b(?:is not|isn ?t|are not|aren ?t|was not|wasn ?t|does not|doesn ?t|do not|don ?t|"
+    r"did not|didn ?t|has not|hasn ?t|have not|haven ?t|not the|not a|not an|never|"
+    r"that is (?:false|incorrect|wrong)|that s (?:false|incorrect|wrong))\b"
+)
+_NO_AFFIRMATION_RE = re.compile(
+    r"\b(?:that is|that s|it is|this is) (?:true|correct|right)\b|\bi mean yes\b"
+)
+
+
+def strip_diacritics(text: str) -> str:
+    """Remove combining marks after NFKD decomposition; other scripts keep their letters."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def normalize(text: str) -> str:
+    """Lowercase, strip diacritics and punctuation, drop articles, collapse spaces.
+
+    Letters and digits of every script are kept (Cyrillic, CJK, Arabic…), so labels in
+    another script still match themselves. Signs inside UTC offsets ("UTC+01:00") are
+    kept as words so that "+1" and "-1" differ.
+
+    >>> normalize("The Côte d'Ivoire!")
+    'cote d ivoire'
+    """
+    text = strip_diacritics(text).casefold()
+    text = text.replace("’", "'").replace("‘", "'").replace("−", "-").replace("–", "-")
+    text = _canonical_utc(text)
+    # "U.S.A." -> "usa", so dotted abbreviations meet their undotted aliases.
+    text = re.sub(r"\b(?:\w\.){2,}", lambda m: m.group(0).replace(".", ""), text)
+    # Separate digits from thousands separators before punctuation goes: "1,000" -> "1000".
+    text = re.sub(r"(?<=\d)[,\u202f\u00a0](?=\d{3}\b)", "", text)
+    out = []
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if cat[0] in "LN" or ch in "+-." or ch.isspace():
+            out.append(ch)
+        else:
+            out.append(" ")
+    text = "".join(out)
+    # A dot or sign only matters inside a number ("3.5", "+1"); elsewhere it is punctuation.
+    text = re.sub(r"(?<!\d)\.|\.(?!\d)", " ", text)
+    text = re.sub(r"(?<=\S)[+-]|[+-](?!\d)", " ", text)
+    words = [w for w in text.split() if w not in _ARTICLES]
+    return " ".join(words)
+
+
+def _canonical_utc(text: str) -> str:
+    """"UTC+01:00", "UTC +1", "GMT+1" -> "utc +1"; "UTC+05:30" -> "utc +5.5"; "UTC" -> "utc +0"."""
+
+    def repl(m: re.Match) -> str:
+        sign, hours, minutes = m.group(2), m.group(3), m.group(4)
+        if not hours:
+            return " utc +0 "
+        value = int(hours) + (int(minutes) / 60 if minutes else 0)
+        text_value = f"{value:g}"
+        return f" utc {'-' if sign == '-' else '+'}{text_value} "
+
+    return re.sub(r"\b(utc|gmt)(?:\s*([+-])\s*(\d{1,2})(?::?(\d{2}))?)?(?![\d:])", repl, text)
+
+
+# -- dates and numbers -------------------------------------------------------------------
+
+
+def _canonical_dates(text: str) -> set[str]:
+    """Every calendar date written in ``text``, as ``YYYY-MM-DD`` (or ``YYYY`` alone)."""
+    t = strip_diacritics(text).casefold()
+    found: set[str] = set()
+    # Wikidata / ISO: +1990-05-01T00:00:00Z, 1990-05-01
+    for y, mo, d in re.findall(r"\+?\b(\d{3,4})-(\d{1,2})-(\d{1,2})", t):
+        # Wikidata writes a year-precision date as YYYY-00-00: keep just the year.
+        found.add(f"{int(y):04d}" if int(mo) == 0 else _ymd(y, mo, d))
+    month_names = "|".join(sorted(_MONTHS, key=len, reverse=True))
+    # 1 May 1990, 1st of May, 1990
+    for d, mo, y in re.findall(
+        rf"\b(\d{{1,2}})(?:st|nd|rd|th)?(?: of)? ({month_names})\.?,? (\d{{3,4}})\b", t
+    ):
+        found.add(_ymd(y, _MONTHS[mo], d))
+    # May 1, 1990 / May 1st 1990
+    for mo, d, y in re.findall(rf"\b({month_names})\.? (\d{{1,2}})(?:st|nd|rd|th)?,? (\d{{3,4}})\b", t):
+        found.add(_ymd(y, _MONTHS[mo], d))
+    # 01/05/1990 is ambiguous (day/month order); only accepted when one reading is impossible.
+    for a, b, y in re.findall(r"\b(\d{1,2})[/.](\d{1,2})[/.](\d{4})\b", t):
+        a_i, b_i = int(a), int(b)
+        if a_i > 12 >= b_i:
+            found.add(_ymd(y, b, a))
+        elif b_i > 12 >= a_i:
+            found.add(_ymd(y, a, b))
+    return found
+
+
+def _year_words(text: str) -> set[str]:
+    return {f"{int(y):04d}" for y in re.findall(r"(?<![\d-])(\d{3,4})(?![\d-])", text)}
+
+
+def _ymd(y, mo, d) -> str:
+    return f"{int(y):04d}-{int(mo):02d}-{int(d):02d}"
+
+
+_SCALE = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12}
+
+
+def _canonical_numbers(text: str) -> set[float]:
+    """Numbers written in ``text``: "1,234,567", "1.2 million", "+42", "3.5"."""
+    t = strip_diacritics(text).casefold()
+    t = re.sub(r"(?<=\d)[,\u202f\u00a0 ](?=\d{3}\b)", "", t)
+    found: set[float] = set()
+    for num, scale in re.findall(
+        r"(?<![\w.])[+]?(-?\d+(?:\.\d+)?)(?:\s*(thousand|million|billion|trillion))?(?![\w])", t
+    ):
+        value = float(num) * (_SCALE[scale] if scale else 1.0)
+        found.add(value)
+    return found
+
+
+def _is_date_like(name: str) -> bool:
+    return bool(_canonical_dates(name))
+
+
+def _is_number_like(name: str) -> bool:
+    return bool(re.fullmatch(r"\s*[+-]?[\d,.\u202f\u00a0 ]+(?:\s*(thousand|million|billion|trillion))?\s*", name.casefold()))
+
+
+# -- matching ------------------------------------------------------------------------------
+
+
+def name_variants(name: str) -> set[str]:
+    """Normalized forms of one gold name that still identify the same entity."""
+    base = normalize(name)
+    variants = {base} if base else set()
+    for prefix in _GENERIC_PREFIXES:
+        if base.startswith(prefix + " ") and len(base) > len(prefix) + 1:
+            variants.add(base[len(prefix) + 1 :])
+    for suffix in _GENERIC_SUFFIXES:
+        if base.endswith(" " + suffix) and len(base) > len(suffix) + 1:
+            variants.add(base[: -len(suffix) - 1])
+    return {v for v in variants if v}
+
+
+def _uses_spaces(text: str) -> bool:
+    """False for scripts written without spaces between words (CJK, Thai…)."""
+    for ch in text:
+        name = unicodedata.name(ch, "")
+        if any(s in name for s in ("CJK", "HIRAGANA", "KATAKANA", "THAI", "HANGUL")):
+            return False
+    return True
+
+
+def _find_all(haystack: str, needle: str) -> list[int]:
+    """Start offsets of ``needle`` as a whole-word sequence in ``haystack`` (both normalized)."""
+    if not needle:
+        return []
+    if not _uses_spaces(needle):
+        return [m.start() for m in re.finditer(re.escape(needle), haystack)]
+    pattern = r"(?<![^\s])" + re.escape(needle) + r"(?![^\s])"
+    return [m.start() for m in re.finditer(pattern, haystack)]
+
+
+_NEGATORS = ("not", "isn t", "isnt", "no", "never", "nor", "neither", "aren t", "wasn t", "except", "besides", "other than")
+
+
+def _negated(haystack: str, start: int) -> bool:
+    before = haystack[:start].rstrip()
+    return any(before.endswith(" " + n) or before == n for n in _NEGATORS)
+
+
+def is_refusal(response: str) -> bool:
+    """True when the response declines to answer ("I'm sorry, I don't know", "Unknown")."""
+    return bool(_REFUSAL_RE.search(normalize(response).replace("'", " ")))
+
+
+@dataclass(frozen=True)
+class Match:
+    """The outcome of :func:`match_answer`."""
+
+    correct: bool
+    reason: str
+    """"match", "no-match", "refusal", "negated", "disjunctive-guess" or "empty"."""
+    matched: str = ""
+    """The gold name that was found, when one was."""
+
+
+def _mentions(norm_response: str, golds: Sequence[str]) -> list[tuple[int, str, bool]]:
+    """(offset, gold name, negated?) for every gold mention, by normalized text."""
+    hits = []
+    for gold in golds:
+        for variant in name_variants(gold):
+            for start in _find_all(norm_response, variant):
+                hits.append((start, gold, _negated(norm_response, start)))
+    return hits
+
+
+def _split_alternatives(norm_response: str) -> list[str]:
+    """The items of a disjunctive answer "x, y or z" (empty when there is no "or")."""
+    first_sentence = re.split(r"(?<=[.!?])\s", norm_response, maxsplit=1)[0]
+    if not re.search(r"\bor\b", first_sentence):
+        return []
+    parts = re.split(r"\s*(?:,|\bor\b|\beither\b|\bmaybe\b|\bperhaps\b|\bpossibly\b)\s*", first_sentence)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def match_answer(response: str, gold_names: Iterable[str]) -> Match:
+    """Does ``response`` name one of ``gold_names`` (true objects and all their aliases)?
+
+    Rules, in order:
+
+    1. Empty response: wrong.
+    2. Dates and numbers: a gold that is a date matches any way of writing the same day
+       ("1990-05-01", "1 May 1990", "May 1st, 1990"); a numeric gold matches the same
+       value ("1,234", "1234", "1.2 thousand" ≠ 1234 though — values must be equal).
+    3. Text: a normalized gold name (or a variant without a generic edge word such as
+       "language" or "Republic of") occurring as a whole-word sequence. Mentions right
+       after a negator ("not", "isn't", "except") are ignored.
+    4. A disjunctive guess ("It could be Paris, Lyon or Nice") is wrong unless every
+       alternative is gold; a conjunctive list ("French and German") is right when it
+       names a gold answer (KGLens asks the model to list all answers).
+    5. A refusal without a gold mention is wrong (reason "refusal").
+    """
+    golds = [g for g in dict.fromkeys(gold_names) if g and g.strip()]
+    raw = response.strip()
+    if not raw:
+        return Match(False, "empty")
+    norm = normalize(raw)
+    for gold in golds:
+        if _is_date_like(gold):
+            gold_dates = _canonical_dates(gold)
+            response_dates = _canonical_dates(raw)
+            years = {d for d in gold_dates if len(d) == 4}
+            if gold_dates & response_dates or any(y in _year_words(raw) for y in years):
+                return Match(True, "match", gold)
+            # a year-only gold ("1990") falls through to the number rule below
+        if _is_number_like(gold):
+            gold_values = _canonical_numbers(gold)
+            response_values = _canonical_numbers(raw)
+            if any(abs(g - r) <= 1e-9 * max(1.0, abs(g)) for g in gold_values for r in response_values):
+                return Match(True, "match", gold)
+    hits = _mentions(norm, golds)
+    positive = [h for h in hits if not h[2]]
+    if positive:
+        alternatives = _split_alternatives(norm)
+        if len(alternatives) >= 2:
+            gold_variants = {v for g in golds for v in name_variants(g)}
+            non_gold = [a for a in alternatives if not any(_find_all(a, v) for v in gold_variants)]
+            if non_gold:
+                return Match(False, "disjunctive-guess", positive[0][1])
+        return Match(True, "match", min(positive)[1])
+    if hits:
+        return Match(False, "negated", hits[0][1])
+    if is_refusal(raw):
+        return Match(False, "refusal")
+    return Match(False, "no-match")
+
+
+# -- yes / no -----------------------------------------------------------------------------
+
+
+def _strip_leading(norm: str) -> str:
+    """Drop quoting, "A:", "Answer:", "Well," and similar before the first real word."""
+    changed = True
+    while changed:
+        changed = False
+        for filler in _LEADING_FILLERS:
+            if norm == filler:
+                continue
+            if norm.startswith(filler + " "):
+                norm = norm[len(filler) + 1 :]
+                changed = True
+    return norm
+
+
+def parse_yes_no(response: str) -> bool | None:
+    """The polarity a yes/no response commits to: True (yes), False (no) or None.
+
+    KGLens checks the first word only; kgprobe keeps that rule but returns ``None``
+    (verified wrong) for:
+
+    * no yes/no word first ("Maybe", "I think so", "It depends", a refusal);
+    * a later sentence that reverses it ("Yes. Actually, no, …", "No… wait, yes");
+    * "Yes" followed in its own sentence by a negation of the claim
+      ("Yes, Paris is not the capital …"), and "No, that is correct".
+
+    "Correct"/"True" count as yes and "Incorrect"/"False"/"Not" as no, since models
+    answer that way; case, punctuation, "A:" and fillers ("Well, yes") are ignored.
+    """
+    if not response or not response.strip():
+        return None
+    norm = normalize(response.replace("'", " "))
+    norm = _strip_leading(norm)
+    if not norm:
+        return None
+    first = norm.split()[0]
+    if first in _YES_WORDS:
+        polarity = True
+    elif first in _NO_WORDS:
+        polarity = False
+    else:
+        return None
+    # Work on the raw text (lower-cased) after the first word to see sentence breaks.
+    lowered = strip_diacritics(response).casefold().replace("’", "'").replace("'", " ")
+    m = re.search(r"\b" + re.escape(first) + r"\b", lowered)
+    rest = lowered[m.end() :] if m else lowered
+    for rm in _REVERSAL_RE.finditer(rest):
+        word = rm.group(1)
+        if (word == "yes") != polarity:
+            return None
+    first_sentence = re.split(r"[.!?;]", rest, maxsplit=1)[0]
+    if polarity and _YES_NEGATION_RE.search(first_sentence):
+        return None
+    if not polarity and _NO_AFFIRMATION_RE.search(first_sentence):
+        return None
+    return polarity
+
+
+def first_segment(text: str, separator: str) -> str:
+    """The text before the first ``separator`` (the model's answer in a many-shot pattern)."""
+    if separator and separator in text:
+        return text[: text.index(separator)]
+    return text

@@ -1,0 +1,243 @@
+"""Zero-prompt many-shot latent knowledge estimation (ZP-LKE), METHODS §3.
+
+For a test fact (x, r, y) the model sees ``x1 y1, x2 y2, …, xn yn, x`` — n other facts
+of the same predicate and no relation words — and is scored on what follows.
+
+* Multiple choice (``ZeroPromptProbe``): the gold object and up to k distractors from
+  C − T (other objects of the predicate that are not true objects of (x, r)); each
+  option is scored by the sum of its tokens' log-probabilities after the context; the
+  prediction is the argmax and a tie for the maximum is wrong. All options of a fact
+  share one context string, so a shared-prefix backend runs it once.
+* Generation (``ZeroPromptGenerationProbe``): greedy ``max_tokens`` tokens after the
+  context, cut at the pair separator (the model's answer for x is what comes before it
+  starts the next pair), correct when a gold object or alias occurs (normalized).
+
+Decisions where the paper leaves a choice:
+
+* Each probe of an edge draws fresh examples and distractors from the ``rng`` it is
+  given (DESIGN: repeated probes must measure something). ``fixed_examples=True``
+  gives the paper's protocol instead: one draw per predicate from ``example_seed``,
+  shared by every fact of the predicate, so the prefix is shared across facts too.
+* Examples never include the probed fact, nor any other fact with the same subject and
+  predicate (they would show a true object of (x, r), which is excluded from the
+  options, and leak the answer's form), nor facts whose ends have no usable name.
+* With fewer than n usable facts the context has fewer examples (a ``ProbeWarning``
+  once per predicate; ``detail["num_examples"]`` records it); with fewer than k
+  distractors there are fewer options (warning; ``chance_level`` is 1 / options).
+* The subject/object separator's trailing whitespace goes into the continuation
+  (context "…, France", continuation " Paris"), which is how the text tokenizes
+  naturally; the backend tokenizes context + continuation together.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Sequence
+
+import numpy as np
+
+from kgprobe.errors import InputError
+from kgprobe.kg.graph import KnowledgeGraph
+from kgprobe.models.base import GenerateRequest, ScoreRequest, ScoreResult
+from kgprobe.probes.base import Probe, ProbeTask, Verdict
+from kgprobe.probes.common import (
+    WarnOnce,
+    display_name,
+    gold_names,
+    name_of,
+    negative_pool,
+    sample_distractors,
+    verify_multiple_choice,
+)
+from kgprobe.probes.verify import first_segment, match_answer
+
+
+def _split_separator(sep: str) -> tuple[str, str]:
+    """("…" kept at the end of the context, whitespace that starts the continuation)."""
+    stripped = sep.rstrip()
+    return stripped, sep[len(stripped) :]
+
+
+class _ZeroPromptContext:
+    """Builds the many-shot context; shared by the multiple-choice and generation probes."""
+
+    def __init__(
+        self,
+        num_examples: int = 50,
+        subject_object_sep: str = " ",
+        pair_sep: str = ", ",
+        fixed_examples: bool = False,
+        example_seed: int = 0,
+    ):
+        if num_examples < 0:
+            raise InputError(f"num_examples must be >= 0, got {num_examples}")
+        if not pair_sep:
+            raise InputError("pair_sep must not be empty: the examples would run together")
+        self.num_examples = num_examples
+        self.subject_object_sep = subject_object_sep
+        self.pair_sep = pair_sep
+        self.fixed_examples = fixed_examples
+        self.example_seed = example_seed
+        self._warn = WarnOnce()
+        self._fixed_orders: dict[str, np.ndarray] = {}
+
+    def _pool(self, kg: KnowledgeGraph, edge: int) -> np.ndarray:
+        """Edges of the same predicate usable as examples for ``edge``."""
+        t = kg.triple(edge)
+        edges = kg.edges_of_predicate(t.predicate)
+        s_idx = kg.subjects[edge]
+        keep = kg.subjects[edges] != s_idx  # excludes the probed fact and its (s, p) siblings
+        out = []
+        for j in edges[keep]:
+            tj = kg.triple(int(j))
+            if display_name(kg.entity(tj.subject)) and display_name(kg.entity(tj.object)):
+                out.append(int(j))
+        return np.asarray(out, dtype=np.int64)
+
+    def examples(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> list[int]:
+        pool = self._pool(kg, edge)
+        predicate = kg.triple(edge).predicate
+        n = min(self.num_examples, len(pool))
+        if n < self.num_examples:
+            self._warn(
+                "examples",
+                predicate,
+                f"predicate {predicate}: only {len(pool)} other facts can serve as examples, "
+                f"so zero-prompt contexts have {n} examples instead of {self.num_examples}",
+            )
+        if self.fixed_examples:
+            order = self._fixed_orders.get(predicate)
+            if order is None:
+                all_edges = kg.edges_of_predicate(predicate)
+                order = all_edges[np.random.default_rng(self.example_seed).permutation(len(all_edges))]
+                self._fixed_orders[predicate] = order
+            allowed = set(pool.tolist())
+            return [int(j) for j in order if int(j) in allowed][:n]
+        if n == 0:
+            return []
+        return [int(j) for j in rng.choice(pool, size=n, replace=False)]
+
+    def context(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> tuple[str, str, int]:
+        """(context, continuation prefix, number of examples) for ``edge``."""
+        t = kg.triple(edge)
+        subject = name_of(kg, t.subject, edge=edge, role="subject")
+        head, tail = _split_separator(self.subject_object_sep)
+        pairs = []
+        chosen = self.examples(kg, edge, rng)
+        for j in chosen:
+            tj = kg.triple(j)
+            pairs.append(
+                f"{display_name(kg.entity(tj.subject))}{self.subject_object_sep}{display_name(kg.entity(tj.object))}"
+            )
+        pairs.append(subject + head)
+        return self.pair_sep.join(pairs), tail, len(chosen)
+
+
+class ZeroPromptProbe(Probe):
+    """ZP-LKE multiple choice: gold + up to ``num_distractors`` options, argmax of log-probs."""
+
+    name: ClassVar[str] = "zp-lke"
+    needs_scoring: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        num_examples: int = 50,
+        num_distractors: int = 99,
+        *,
+        subject_object_sep: str = " ",
+        pair_sep: str = ", ",
+        fixed_examples: bool = False,
+        example_seed: int = 0,
+    ):
+        if num_distractors < 0:
+            raise InputError(f"num_distractors must be >= 0, got {num_distractors}")
+        self.num_distractors = num_distractors
+        self.builder = _ZeroPromptContext(num_examples, subject_object_sep, pair_sep, fixed_examples, example_seed)
+
+    def options(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> tuple[list[str], int]:
+        """Shuffled option names and the gold option's index."""
+        t = kg.triple(edge)
+        gold = name_of(kg, t.object, edge=edge, role="object")
+        distractors = sample_distractors(kg, t.subject, t.predicate, self.num_distractors, rng)
+        if len(distractors) < self.num_distractors:
+            self.builder._warn(
+                "distractors",
+                t.predicate,
+                f"predicate {t.predicate}: only {len(distractors)} wrong options available for some facts "
+                f"(asked for {self.num_distractors}); those facts get fewer options and a higher chance level",
+            )
+        names = [gold] + [name for _, name in distractors]
+        order = rng.permutation(len(names))
+        shuffled = [names[int(i)] for i in order]
+        return shuffled, int(np.flatnonzero(order == 0)[0])
+
+    def render(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> ProbeTask:
+        context, tail, n = self.builder.context(kg, edge, rng)
+        options, gold_index = self.options(kg, edge, rng)
+        requests = [ScoreRequest(context, tail + option, edge=edge) for option in options]
+        return ProbeTask(
+            edge=edge,
+            score_requests=requests,
+            question=f"{context}{tail}[{len(options)} options]",
+            payload={"options": options, "gold_index": gold_index, "num_examples": n},
+        )
+
+    def verify(
+        self, kg: KnowledgeGraph, task: ProbeTask, scores: Sequence[ScoreResult], generations: Sequence[str]
+    ) -> Verdict:
+        verdict = verify_multiple_choice(task.payload["options"], task.payload["gold_index"], scores)
+        verdict.detail["num_examples"] = task.payload["num_examples"]
+        return verdict
+
+    def chance_level(self, kg: KnowledgeGraph, edge: int) -> float:
+        t = kg.triple(edge)
+        available = len(negative_pool(kg, t.subject, t.predicate))
+        return 1.0 / (1 + min(self.num_distractors, available))
+
+
+class ZeroPromptGenerationProbe(Probe):
+    """ZP-LKE generation: greedy tokens after the many-shot context, gold or alias must occur."""
+
+    name: ClassVar[str] = "zp-lke-gen"
+    needs_scoring: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        num_examples: int = 50,
+        *,
+        max_tokens: int = 10,
+        subject_object_sep: str = " ",
+        pair_sep: str = ", ",
+        fixed_examples: bool = False,
+        example_seed: int = 0,
+    ):
+        if max_tokens < 1:
+            raise InputError(f"max_tokens must be >= 1, got {max_tokens}")
+        self.max_tokens = max_tokens
+        self.builder = _ZeroPromptContext(num_examples, subject_object_sep, pair_sep, fixed_examples, example_seed)
+
+    def render(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> ProbeTask:
+        context, _tail, n = self.builder.context(kg, edge, rng)
+        t = kg.triple(edge)
+        request = GenerateRequest(
+            prompt=context, max_tokens=self.max_tokens, stop=(self.builder.pair_sep, "\n"), edge=edge
+        )
+        return ProbeTask(
+            edge=edge,
+            generate_requests=[request],
+            question=context,
+            payload={"gold": gold_names(kg, t.subject, t.predicate), "num_examples": n},
+        )
+
+    def verify(
+        self, kg: KnowledgeGraph, task: ProbeTask, scores: Sequence[ScoreResult], generations: Sequence[str]
+    ) -> Verdict:
+        answer = first_segment(generations[0], self.builder.pair_sep).strip()
+        result = match_answer(answer, task.payload["gold"])
+        return Verdict(
+            result.correct,
+            answer,
+            {"reason": result.reason, "matched": result.matched, "num_examples": task.payload["num_examples"]},
+        )
+
+    def chance_level(self, kg: KnowledgeGraph, edge: int) -> float:
+        return 0.0
