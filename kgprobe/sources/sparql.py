@@ -13,6 +13,7 @@ Cache directory: ``$KGPROBE_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/kgprobe``
 
 from __future__ import annotations
 
+import ast
 import email.utils
 import hashlib
 import http.client
@@ -266,10 +267,16 @@ class SparqlClient:
 
 
 def _body_text(exc: Exception) -> str:
-    raw = getattr(exc, "response", None) or b""
-    if isinstance(raw, bytes):
-        return raw.decode("utf-8", "replace")
-    return str(raw)
+    """The server's response body that SPARQLWrapper folded into its exception message."""
+    message = str(exc.args[0]) if exc.args else ""
+    _, sep, rest = message.partition("Response:\n")
+    if not sep:
+        return ""
+    try:
+        raw = ast.literal_eval(rest.strip())
+    except (ValueError, SyntaxError):
+        return rest.strip()
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
 
 
 def _header_retry_after(exc) -> float | None:

@@ -87,7 +87,7 @@ def bad_server():
     server.script = [(200, {"Content-Type": SPARQL_JSON}, sparql_json([]), 0)]
     server.requests = []
     server.url = f"http://127.0.0.1:{server.server_address[1]}/sparql"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield server
     server.shutdown()

@@ -31,6 +31,7 @@ def test_countries_kg_meets_the_size_bar(countries):
     assert dead_predicates == {"P421", "P1082"}
 
 
+@pytest.mark.slow
 def test_geo_kg_meets_the_size_bar():
     geo = load_embedded_kg("geo")
     assert geo.num_edges >= 20_000

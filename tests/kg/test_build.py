@@ -1,0 +1,101 @@
+"""The KG builder on the embedded countries store, checked against the data itself."""
+
+from __future__ import annotations
+
+import pytest
+
+from kgprobe.errors import InputError
+from kgprobe.kg.build import build_kg
+from kgprobe.sources.embedded import load_embedded_kg
+
+def one_hop_with_true_objects(kg, entity):
+    """What a 1-hop unlimited walk from ``entity`` must give, derived from the full KG
+    (parsed from the data file, no SPARQL): every edge with ``entity`` at an end, plus
+    every other object of each (subject, predicate) pair among those edges (true-object
+    completion). Population is excluded: a Quantity property, not an edge type."""
+    triples = [t for t in kg.triples() if t.predicate != "P1082"]
+    pairs = {(t.subject, t.predicate) for t in triples if entity in (t.subject, t.object)}
+    return sorted((t.subject, t.predicate, t.object, t.active) for t in triples if (t.subject, t.predicate) in pairs)
+
+
+def test_one_hop_without_limits_is_exactly_the_seeds_neighbourhood(countries_store):
+    full = load_embedded_kg("countries")
+    kg = build_kg(countries_store, ["Q142"], hops=1, per_hop_limit=10_000, candidate_limit=0)
+    got = sorted((t.subject, t.predicate, t.object, t.active) for t in kg.triples())
+    # the whole KG parsed from the data file (no SPARQL) gives the expected edges
+    assert got == one_hop_with_true_objects(full, "Q142")
+    # Germany borders France; completion brings in all of Germany's borders (Poland: Q36)
+    assert ("Q183", "P47", "Q36", True) in got
+    # P421 time zone edges are dead, P36 capital active
+    assert ("Q142", "P421", "kgprobe:timezone:UTC+01:00", False) in got
+    assert ("Q142", "P36", "geonames:2988507", True) in got
+    assert kg.entity("Q142").group == "country" and kg.label("geonames:2988507") == "Paris"
+    # with candidate_limit=0 a predicate's candidates are its objects in the graph
+    assert kg.candidate_objects("P38") == ("kgprobe:currency:EUR",)
+    assert kg.metadata["seeds"] == ["Q142"] and kg.metadata["hops"] == 1
+
+
+def test_per_hop_limit_caps_each_direction(countries_store):
+    kg = build_kg(countries_store, ["Q142"], hops=1, per_hop_limit=3, candidate_limit=0, max_objects_per_pair=1)
+    # 3 forward + 3 backward sampled edges; completion adds at most 1 object per pair
+    assert 1 <= kg.num_edges <= 6 + 6
+    pairs = {(t.subject, t.predicate) for t in kg.triples()}
+    assert len(pairs) <= 6
+
+
+def test_seed_labels_resolve_to_qids(countries_store):
+    kg = build_kg(countries_store, ["France", "Germany"], hops=1, per_hop_limit=5, candidate_limit=0)
+    assert kg.metadata["seeds"] == ["Q142", "Q183"]
+    assert kg.name == "France+Germany"
+
+
+def test_candidates_extend_the_graph_objects(countries_store):
+    kg = build_kg(countries_store, ["Q142"], hops=1, per_hop_limit=10_000, candidate_limit=20)
+    cands = kg.candidate_objects("P38")
+    assert cands[0] == "kgprobe:currency:EUR"  # the graph's own objects come first
+    assert len(cands) == 21 and len(set(cands)) == 21
+    assert all(kg.entity(c).group == "currency" for c in cands)
+    assert "P421" not in kg.explicit_candidates  # dead predicates are never asked about
+
+
+def test_require_aliases_drops_entities_without_one(countries_store):
+    kg = build_kg(countries_store, ["Q142"], hops=1, per_hop_limit=10_000, candidate_limit=0, require_aliases=True)
+    objects = {t.object for t in kg.triples() if t.subject == "Q142"}
+    # "UTC+01:00" has no alias (its ASCII form is the label itself); "UTC−10:00" has "UTC-10:00"
+    assert "kgprobe:timezone:UTC+01:00" not in objects
+    assert "kgprobe:timezone:UTC-10:00" in objects
+    for e in kg.entities.values():
+        assert e.is_literal or e.id == "Q142" or e.aliases, e
+
+
+def test_builds_are_reproducible_and_seeded(countries_store):
+    a = build_kg(countries_store, ["Q142"], hops=2, per_hop_limit=20, seed=1)
+    b = build_kg(countries_store, ["Q142"], hops=2, per_hop_limit=20, seed=1)
+    c = build_kg(countries_store, ["Q142"], hops=2, per_hop_limit=20, seed=2)
+    assert a.triples() == b.triples()
+    assert a.triples() != c.triples()
+
+
+def test_unknown_qid(countries_store):
+    with pytest.raises(InputError, match="seed Q999999999 is unknown at embedded:countries"):
+        build_kg(countries_store, ["Q999999999"])
+
+
+def test_unknown_label(countries_store):
+    with pytest.raises(InputError, match="seed 'Atlantis' matches no entity label"):
+        build_kg(countries_store, ["Atlantis"])
+
+
+def test_seed_with_no_edges(countries_store):
+    # the class "country" (Q6256) has a label but only P31 edges, which are never walked
+    with pytest.raises(InputError, match=r"seed Q6256 \(country\) has no edges"):
+        build_kg(countries_store, ["Q142", "Q6256"])
+
+
+def test_bad_options(countries_store):
+    with pytest.raises(InputError, match="--hops must be at least 1"):
+        build_kg(countries_store, ["Q142"], hops=0)
+    with pytest.raises(InputError, match="no seed entities"):
+        build_kg(countries_store, [])
+    with pytest.raises(InputError, match="unknown KG source 'ftp://x'"):
+        build_kg("ftp://x", ["Q142"])
