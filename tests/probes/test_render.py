@@ -134,6 +134,7 @@ def test_hgp_uses_the_predicate_template(tiny_kg):
     assert gen.generate_requests[0].prompt == "Germany's capital is"
 
 
+@pytest.mark.slow  # loads the 80k-edge geo KG (~10 s)
 def test_hgp_has_templates_for_every_predicate_of_the_embedded_kgs():
     from kgprobe.probes.templates import has_templates
     from kgprobe.sources.embedded import load_embedded_kg
