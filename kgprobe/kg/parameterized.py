@@ -136,6 +136,8 @@ class ParameterizedKG:
         self.tails = tails.astype(node_dtype, copy=False)
         self.active = active
         self.predicates = None if predicates is None else np.asarray(predicates, dtype=np.int32)
+        # The index first: its sort temporaries then never coexist with the state arrays.
+        self._build_incidence()
         n = self.heads.shape[0]
         a0, b0 = self.prior
         self.alpha = np.full(n, a0, dtype=np.float64)
@@ -143,8 +145,8 @@ class ParameterizedKG:
         self.successes = np.zeros(n, dtype=np.int32)
         self.failures = np.zeros(n, dtype=np.int32)
         self._active_edges: np.ndarray | None = None
+        self._num_active: int | None = None
         self._bins: np.ndarray | None = None  # see kgprobe.sampling.beta_bins
-        self._build_incidence()
 
     # -- construction ------------------------------------------------------------------
     @classmethod
@@ -177,21 +179,30 @@ class ParameterizedKG:
             predicates=kg.predicate_of,
         )
 
-    def _build_incidence(self) -> None:
+    def _build_incidence(self, chunk: int = 1 << 20) -> None:
+        # One int64 key per (node, edge) incidence, node in the high 32 bits, sorted in
+        # place: the CSR falls out of a single sort with no int64 index array, which
+        # keeps the peak memory of a 10⁷-edge build near 24 bytes per edge.
         n = self.heads.shape[0]
-        ids = np.arange(n, dtype=np.int32)
         not_loop = self.heads != self.tails
-        # A self-loop is incident to its node once, so it is counted once per node.
-        nodes = np.concatenate([self.heads, self.tails[not_loop]])
-        edge_of = np.concatenate([ids, ids[not_loop]])
-        del ids
-        order = np.argsort(nodes, kind="stable")
-        self.node_edges = edge_of[order]
-        del edge_of
-        counts = np.bincount(nodes, minlength=self.num_nodes)
-        del nodes, order
-        self.node_ptr = np.zeros(self.num_nodes + 1, dtype=np.int64)
-        np.cumsum(counts, out=self.node_ptr[1:])
+        n_tail = int(np.count_nonzero(not_loop))
+        keys = np.empty(n + n_tail, dtype=np.int64)
+        pos = n
+        for lo in range(0, n, chunk):
+            hi = min(n, lo + chunk)
+            ids = np.arange(lo, hi, dtype=np.int64)
+            keys[lo:hi] = (self.heads[lo:hi].astype(np.int64) << 32) | ids
+            # A self-loop is incident to its node once, so it is counted once per node.
+            m = not_loop[lo:hi]
+            k = int(np.count_nonzero(m))
+            keys[pos : pos + k] = (self.tails[lo:hi][m].astype(np.int64) << 32) | ids[m]
+            pos += k
+        del not_loop
+        keys.sort()
+        self.node_ptr = np.searchsorted(keys, np.arange(self.num_nodes + 1, dtype=np.int64) << 32)
+        self.node_edges = np.empty(keys.shape[0], dtype=np.int32)
+        for lo in range(0, keys.shape[0], chunk):
+            self.node_edges[lo : lo + chunk] = keys[lo : lo + chunk] & 0xFFFFFFFF
 
     # -- sizes and views ---------------------------------------------------------------
     @property
@@ -200,7 +211,9 @@ class ParameterizedKG:
 
     @property
     def num_active(self) -> int:
-        return int(self.active_edges.shape[0])
+        if self._num_active is None:
+            self._num_active = int(np.count_nonzero(self.active))
+        return self._num_active
 
     @property
     def active_edges(self) -> np.ndarray:

@@ -49,7 +49,7 @@ def top_n_direct(alpha: np.ndarray, beta: np.ndarray, candidates: np.ndarray, n:
 def _threshold(counts: np.ndarray, a_lo: np.ndarray, b_hi: np.ndarray, target: float) -> float:
     """Largest τ (to bisection precision) whose lower-bound expected survivor count ≥ target."""
     lo, hi = 0.0, 1.0
-    for _ in range(48):
+    for _ in range(36):  # τ to within 2^-36
         mid = 0.5 * (lo + hi)
         if float(np.dot(counts, betaincc(a_lo, b_hi, mid))) >= target:
             lo = mid
@@ -62,7 +62,10 @@ def top_n_threshold(pkg, n: int, rng, exclude: np.ndarray) -> np.ndarray:
     """Exact top-``n`` Thompson draw over the active edges not in ``exclude`` (module docstring)."""
     bins = ensure_bins(pkg)
     base = min(pkg.prior)
-    counts = np.bincount(bins, minlength=65536)
+    # Chunked: bincount would otherwise cast all of ``bins`` to int64 at once.
+    counts = np.zeros(65536, dtype=np.int64)
+    for lo in range(0, bins.shape[0], 1 << 20):
+        counts += np.bincount(bins[lo : lo + (1 << 20)], minlength=65536)
     counts[DEAD] = 0
     occupied = np.flatnonzero(counts)
     a_lo, a_hi, b_lo, b_hi = bin_corners(occupied, base)
@@ -75,7 +78,7 @@ def top_n_threshold(pkg, n: int, rng, exclude: np.ndarray) -> np.ndarray:
     table = np.zeros(65536, dtype=np.uint32)
     table[occupied] = np.where(always, 0, scaled).astype(np.uint32)
     u = rng.integers(0, 2**32, size=bins.shape[0], dtype=np.uint32)
-    is_cand = u < table[bins]
+    is_cand = u < np.take(table, bins)
     del u
     if always.any():
         always_table = np.zeros(65536, dtype=bool)
