@@ -34,6 +34,8 @@ def register(subparsers) -> None:
                         help="drop entities without an alias (KGLens A.2.3)")
     parser.add_argument("--min-sitelinks", type=int, default=0,
                         help="drop entities with fewer Wikipedia sitelinks (where the endpoint has them)")
+    parser.add_argument("--min-languages", type=int, default=0,
+                        help="drop entities labelled in fewer languages (KGLens A.2.3)")
     parser.add_argument("--dead", default=",".join(sorted(DEAD_PREDICATES)), metavar="P1,P2",
                         help="predicates whose edges are kept but never asked about")
     parser.add_argument("--candidate-limit", type=int, default=200,
@@ -59,6 +61,7 @@ def handle(args) -> int:
     kg = build_kg(
         source, args.seeds, hops=args.hops, per_hop_limit=args.per_hop_limit, seed=args.seed,
         lang=args.lang, require_aliases=args.require_aliases, min_sitelinks=args.min_sitelinks,
+        min_languages=args.min_languages,
         dead_predicates=dead, candidate_limit=args.candidate_limit,
     )
     path = save_kg(kg, args.output)

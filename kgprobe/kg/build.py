@@ -19,7 +19,9 @@ Choices the paper leaves open, made here:
 * The next frontier is the entities first reached in this hop that pass the filters
   (seeds always pass). Filters: ``require_aliases`` (KGLens: drop entities without an
   alias; off by default because many real objects — currencies, languages — have
-  none), ``min_sitelinks`` (applies where the endpoint has ``wikibase:sitelinks``).
+  none), ``min_sitelinks`` (applies where the endpoint has ``wikibase:sitelinks``),
+  ``min_languages`` (number of languages the entity has an ``rdfs:label`` in; one extra
+  query per chunk, only when set). Literal objects pass every filter.
 * True-object completion: for each sampled (s, p), every other object of (s, p) that
   passes the filters is added as an edge (up to ``max_objects_per_pair``), so "no"
   questions never use a true object; these edges get the same active/dead status.
@@ -75,6 +77,7 @@ class BuildOptions:
     lang: str = "en"
     require_aliases: bool = False
     min_sitelinks: int = 0
+    min_languages: int = 0
     dead_predicates: frozenset[str] = DEAD_PREDICATES
     excluded_predicates: frozenset[str] = STRUCTURAL_PREDICATES
     property_types: tuple[str, ...] = EDGE_PROPERTY_TYPES
@@ -90,6 +93,7 @@ class _Names:
     description: str | None = None
     classes: set[str] = field(default_factory=set)
     sitelinks: int | None = None
+    languages: int | None = None
 
 
 def open_source(source: str) -> SelectSource:
@@ -166,6 +170,12 @@ class _Builder:
                         n.sitelinks = int(float(value.value))
                     except ValueError:
                         pass
+            if self.o.min_languages > 0:
+                q = render_query("label_languages", entities=" ".join(sparql_term(e) for e in chunk))
+                for row in self.src.select(q):
+                    n = self.names.get(row["entity"].id)
+                    if n is not None:
+                        n.languages = int(row["languages"].value)
 
     def passes(self, entity: str) -> bool:
         if is_literal_id(entity):
@@ -176,6 +186,8 @@ class _Builder:
         if self.o.require_aliases and not (n.aliases - {n.label}):
             return False
         if self.o.min_sitelinks and n.sitelinks is not None and n.sitelinks < self.o.min_sitelinks:
+            return False
+        if self.o.min_languages and (n.languages or 0) < self.o.min_languages:
             return False
         return True
 
@@ -339,6 +351,7 @@ class _Builder:
                 "lang": o.lang,
                 "require_aliases": o.require_aliases,
                 "min_sitelinks": o.min_sitelinks,
+                "min_languages": o.min_languages,
                 "dead_predicates": sorted(o.dead_predicates),
                 "excluded_predicates": sorted(o.excluded_predicates),
                 "candidate_limit": o.candidate_limit,

@@ -68,6 +68,14 @@ def test_require_aliases_drops_entities_without_one(countries_store):
         assert e.is_literal or e.id == "Q142" or e.aliases, e
 
 
+def test_min_languages_keeps_only_literal_objects_of_english_only_data(countries_store):
+    # every entity of the embedded data is labelled in English only (1 language), so with
+    # min_languages=2 only literal objects (which pass every filter) stay: France's
+    # calling code and demonym
+    kg = build_kg(countries_store, ["Q142"], hops=1, per_hop_limit=10_000, candidate_limit=0, min_languages=2)
+    assert [(t.predicate, t.object) for t in kg.triples()] == [("P1549", '"French"@en'), ("P474", '"+33"')]
+
+
 def test_builds_are_reproducible_and_seeded(countries_store):
     a = build_kg(countries_store, ["Q142"], hops=2, per_hop_limit=20, seed=1)
     b = build_kg(countries_store, ["Q142"], hops=2, per_hop_limit=20, seed=1)
