@@ -118,6 +118,7 @@ class _Builder:
         self.o = options
         self.salt = f"kgprobe-{options.seed}"
         self.names: dict[str, _Names] = {}
+        self.resolved_labels: dict[str, str] = {}
 
     # -- query helpers ---------------------------------------------------------------
     def _common(self) -> dict[str, str]:
@@ -139,6 +140,8 @@ class _Builder:
             q = render_query(name, **{var: " ".join(sparql_term(e) for e in chunk)}, **self._common())
             for row in self.src.select(q, limit=limit):
                 try:
+                    if row["subject"].kind == "bnode" or row["object"].kind == "bnode":
+                        continue  # anonymous nodes cannot be named in a question or a later query
                     key = (row["subject"].id, row["predicate"].id, row["object"].id)
                     out[key] = row["rank"].value
                 except KeyError as exc:
@@ -150,6 +153,7 @@ class _Builder:
         todo = sorted({e for e in ids if e not in self.names and not is_literal_id(e)})
         for e in todo:
             self.names[e] = _Names()
+        todo = [e for e in todo if _sparql_safe(e)]
         for chunk in self._chunks(todo):
             q = render_query("entity_labels", entities=" ".join(sparql_term(e) for e in chunk), lang=self.o.lang)
             for row in self.src.select(q):
@@ -209,9 +213,12 @@ class _Builder:
                 if name not in best or key < best[name][0]:
                     best[name] = (key, entity)
             resolved = {name: v[1] for name, v in best.items()}
+        self.resolved_labels = resolved
         for s in seeds:
             s = s.strip()
             if _ID_RE.match(s):
+                if not _sparql_safe(s):
+                    raise InputError(f"seed {s!r} is not a valid entity id (its IRI has characters SPARQL forbids)")
                 ids.append(s)
             elif s in resolved:
                 ids.append(resolved[s])
@@ -256,7 +263,8 @@ class _Builder:
                 for x in (s, ob):
                     if x not in visited and not is_literal_id(x):
                         visited.add(x)
-                        new.append(x)
+                        if _sparql_safe(x):  # an IRI SPARQL cannot write stays a leaf
+                            new.append(x)
             frontier = sorted(new)
         self._complete_true_objects(edges)
         candidates = self._candidates(edges)
@@ -276,7 +284,7 @@ class _Builder:
             )
 
     def _complete_true_objects(self, edges: set[tuple[str, str, str]]) -> None:
-        pairs = sorted({(s, p) for s, p, _ in edges})
+        pairs = sorted({(s, p) for s, p, _ in edges if _sparql_safe(s)})
         extra: set[tuple[str, str, str]] = set()
         for chunk in self._chunks(pairs):
             values = " ".join(f"({sparql_term(s)} <{predicate_iri(p)}>)" for s, p in chunk)
@@ -345,6 +353,7 @@ class _Builder:
             metadata={
                 "source": self.src.endpoint,
                 "seeds": list(seeds),
+                "resolved_labels": dict(self.resolved_labels),
                 "hops": o.hops,
                 "per_hop_limit": o.per_hop_limit,
                 "seed": o.seed,
@@ -357,6 +366,14 @@ class _Builder:
                 "candidate_limit": o.candidate_limit,
             },
         )
+
+
+def _sparql_safe(entity_id: str) -> bool:
+    try:
+        sparql_term(entity_id)
+    except ValueError:
+        return False
+    return True
 
 
 def _id_order(entity_id: str) -> tuple:

@@ -46,6 +46,7 @@ def test_per_hop_limit_caps_each_direction(countries_store):
 def test_seed_labels_resolve_to_qids(countries_store):
     kg = build_kg(countries_store, ["France", "Germany"], hops=1, per_hop_limit=5, candidate_limit=0)
     assert kg.metadata["seeds"] == ["Q142", "Q183"]
+    assert kg.metadata["resolved_labels"] == {"France": "Q142", "Germany": "Q183"}
     assert kg.name == "France+Germany"
 
 
@@ -87,6 +88,11 @@ def test_builds_are_reproducible_and_seeded(countries_store):
 def test_unknown_qid(countries_store):
     with pytest.raises(InputError, match="seed Q999999999 is unknown at embedded:countries"):
         build_kg(countries_store, ["Q999999999"])
+
+
+def test_seed_id_that_cannot_be_written_in_sparql(countries_store):
+    with pytest.raises(InputError, match="is not a valid entity id"):
+        build_kg(countries_store, ['kgprobe:a"b'])
 
 
 def test_unknown_label(countries_store):
