@@ -177,6 +177,10 @@ GROUP_CLASSES: dict[str, str] = {
     "Q8142": "currency",
     "Q12143": "timezone",
     "Q82794": "region",
+    "Q1549591": "city",  # big city
+    "Q486972": "settlement",  # human settlement
+    "Q5": "human",
+    "Q11424": "film",
     "kgprobe:class:domain": "domain",
     "kgprobe:class:us-state": "state",
     "kgprobe:class:us-county": "county",
