@@ -250,3 +250,20 @@ def estimator_coverage(
         "mean_estimate": float(np.mean(estimates)),
         "audit_probes_per_run": int(est.n),
     }
+
+
+def combine_results(results: Sequence[StudyResult]) -> StudyResult:
+    """One result from studies run separately (e.g. one θ* draw per seed) on one graph."""
+    if not results:
+        raise InputError("nothing to combine")
+    first = results[0]
+    for r in results[1:]:
+        if (r.num_active, r.batch, r.top_k) != (first.num_active, first.batch, first.top_k) or set(r.mse) != set(
+            first.mse
+        ) or r.queries.shape != first.queries.shape:
+            raise InputError("studies can only be combined when graph, batch, top-k, budget and samplers match")
+    out = StudyResult(first.queries, first.num_active, first.batch, first.top_k,
+                      tuple(s for r in results for s in r.seeds))
+    for lab in first.mse:
+        out.mse[lab] = {k: np.concatenate([r.mse[lab][k] for r in results]) for k in first.top_k}
+    return out
