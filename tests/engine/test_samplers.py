@@ -1,0 +1,142 @@
+"""Samplers: determinism under a seed, hand-checkable selections, the exact fast Thompson path."""
+
+import numpy as np
+import pytest
+
+from kgprobe.errors import InputError
+from kgprobe.kg.parameterized import ParameterizedKG
+from kgprobe.sampling import SAMPLERS, make_sampler
+from kgprobe.sampling.focus import focus_scores
+from kgprobe.sampling.thompson import ThompsonSampler
+from kgprobe.simulation.synthetic import skewed_graph
+
+
+def ring(n=40, dead=(3, 7)):
+    heads = np.arange(n)
+    tails = (heads + 1) % n
+    active = np.ones(n, dtype=bool)
+    active[list(dead)] = False
+    return ParameterizedKG(heads, tails, active)
+
+
+def run_rounds(name, seed, rounds=5, n=6):
+    pkg = ring()
+    sampler = make_sampler(name)
+    rng = np.random.default_rng(seed)
+    answers = np.random.default_rng(99)
+    picks = []
+    for _ in range(rounds):
+        sel = sampler.select(pkg, n, rng)
+        picks.append((sel.edges.tolist(), sel.audit.tolist()))
+        pkg.update(sel.edges, answers.random(n) < 0.5)
+    return picks
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_deterministic_under_seed(name):
+    a, b, c = run_rounds(name, 1), run_rounds(name, 1), run_rounds(name, 2)
+    assert a == b
+    assert a != c
+    for edges, audit in a:
+        assert len(set(edges)) == 6 and not {3, 7} & set(edges)  # distinct, never dead
+        assert len(audit) == 6
+
+
+def test_brute_force_sweeps_every_edge_once_per_epoch():
+    pkg = ring(n=12, dead=(0, 5))  # 10 active edges
+    s = make_sampler("brute-force")
+    rng = np.random.default_rng(0)
+    rounds = [s.select(pkg, 4, rng).edges.tolist() for _ in range(5)]  # 20 picks = 2 epochs
+    flat = sum(rounds, [])
+    active = [1, 2, 3, 4, 6, 7, 8, 9, 10, 11]
+    # Round 3 ends epoch 1 with 2 edges and starts epoch 2 with 2 others.
+    assert sorted(flat[:10]) == active and sorted(flat[10:]) == active
+    assert all(len(set(r)) == 4 for r in rounds)
+    assert all(s.select(pkg, 4, rng).audit.all() for _ in range(2))
+
+
+def test_epsilon_zero_is_greedy_on_posterior_mean():
+    pkg = ring()
+    pkg.alpha[[10, 20, 30]] = [9.0, 5.0, 3.0]  # means 0.9, 0.833, 0.75; everything else 0.5
+    sel = make_sampler("epsilon-greedy", epsilon=0.0).select(pkg, 3, np.random.default_rng(0))
+    assert sel.edges.tolist() == [10, 20, 30] and not sel.audit.any()
+
+
+def test_audit_fraction_counts():
+    pkg = ring()
+    s = ThompsonSampler(audit_fraction=0.25)
+    rng = np.random.default_rng(0)
+    counts = [int(s.select(pkg, 8, rng).audit.sum()) for _ in range(20)]
+    assert set(counts) == {2}  # 0.25 * 8 = 2 exactly: no stochastic rounding needed
+    s = ThompsonSampler(audit_fraction=0.1)
+    counts = [int(s.select(pkg, 8, rng).audit.sum()) for _ in range(400)]
+    assert set(counts) == {0, 1} and abs(np.mean(counts) - 0.8) < 0.08  # 0.8 = 0.1 * 8
+
+
+def test_bad_batches_and_names():
+    pkg = ring()  # 38 active edges
+    for n in (0, -1, 39):
+        with pytest.raises(InputError, match="batch size"):
+            make_sampler("thompson").select(pkg, n, np.random.default_rng(0))
+    with pytest.raises(InputError, match="unknown sampler"):
+        make_sampler("annealing")
+    with pytest.raises(InputError, match="epsilon"):
+        make_sampler("epsilon-greedy", epsilon=1.5)
+    with pytest.raises(InputError, match="does not take"):
+        make_sampler("uniform", epsilon=0.1)
+
+
+def test_focus_score_by_hand():
+    # Beta(2, 1): mean p = 2/3, a+b = 3, P(θ > 1/2) = 1 - 0.5**2 = 0.75,
+    # variance of the posterior-mean update = p(1-p)/(a+b+1)^2 = (2/9)/16.
+    assert focus_scores(np.array([2.0]), np.array([1.0]))[0] == pytest.approx(0.75 * (2 / 9) / 16)
+    # Beta(1, 1): p = 1/2, P(θ > 1/2) = 1/2, update variance = (1/4)/9.
+    assert focus_scores(np.array([1.0]), np.array([1.0]))[0] == pytest.approx(0.5 * 0.25 / 9)
+
+
+def test_pooled_posterior_by_hand():
+    # Path 0-1-2-3: e0=(0,1), e1=(1,2), e2=(2,3); one predicate.
+    pkg = ParameterizedKG(np.array([0, 1, 2]), np.array([1, 2, 3]), np.ones(3, bool), predicates=np.zeros(3))
+    pkg.update(np.array([0]), np.array([False]))  # e0 wrong once
+    s = make_sampler("pooled-thompson")
+    s.posterior.strength, s.posterior.pseudo_count = 2.0, 4.0  # K, c fixed by hand
+    # global g = (1 + 1) / (1 + 2) = 2/3; predicate π = (1 + 2g) / (1 + 2) = (7/3)/3 = 7/9.
+    # e0: no neighbour signal  -> μ = π = 7/9; θ̂ = (2·7/9 + 1) / (2 + 1) = (23/9)/3 = 23/27
+    # e1: one failed neighbour -> μ = (1 + 4·7/9) / (1 + 4) = (37/9)/5 = 37/45; θ̂ = μ
+    # e2: no neighbour signal  -> θ̂ = π = 7/9
+    np.testing.assert_allclose(s.estimate(pkg), [23 / 27, 37 / 45, 7 / 9])
+
+
+def _top1_frequency(sampler, pkg, trials, seed):
+    rng = np.random.default_rng(seed)
+    return np.mean([sampler.select(pkg, 1, rng).edges[0] == 0 for _ in range(trials)])
+
+
+def test_threshold_thompson_is_exact():
+    # 1000 edges; edge 0 ~ Beta(1000, 1), the rest Beta(1, 1).
+    # P(edge 0 wins top-1) = ∫ 1000 x^999 · x^999 dx = 1000 / 1999 ≈ 0.50025.
+    heads = np.arange(1000) * 2
+    pkg = ParameterizedKG(heads, heads + 1, np.ones(1000, bool))  # disjoint edges
+    pkg.alpha[0] = 1000.0
+    trials = 800  # sd of the frequency ≈ 0.018; the bound below is ~4 sd
+    fast = _top1_frequency(ThompsonSampler(direct_limit=0), pkg, trials, 0)
+    direct = _top1_frequency(ThompsonSampler(), pkg, trials, 1)
+    assert abs(fast - 1000 / 1999) < 0.07
+    assert abs(direct - 1000 / 1999) < 0.07
+
+
+def test_threshold_path_on_a_skewed_graph_after_propagation():
+    heads, tails, active = skewed_graph(50_000, seed=3)
+    pkg = ParameterizedKG(heads, tails, active)
+    s = ThompsonSampler(direct_limit=0, audit_fraction=0.1)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        sel = s.select(pkg, 64, rng)
+        assert len(set(sel.edges.tolist())) == 64 and pkg.active[sel.edges].all()
+        pkg.update(sel.edges, rng.random(64) < 0.5)
+    # A bin-cached copy and a fresh pkg with the same state select identically.
+    fresh = ParameterizedKG(heads, tails, active)
+    fresh.load_state_dict(pkg.state_dict())
+    a = s.select(pkg, 64, np.random.default_rng(5)).edges
+    b = s.select(fresh, 64, np.random.default_rng(5)).edges
+    assert a.tolist() == b.tolist()
