@@ -80,8 +80,8 @@ def handle(args) -> int:
         print(f"  {lab:22s} ratio top-600 {ratios[lab]:.3f}   top-200 {ratios200[lab]:.3f}")
 
     uncorrelated_specs = [s for s in DEFAULT_SPECS if s.label in ("brute-force", "thompson", "thompson+prop",
-                                                                     "pooled-thompson", "focus")]
-    uncorrelated_specs.append(SamplerSpec("focus (no propagation)", "focus", 0.0))
+                                                                     "pooled-thompson", "focus",
+                                                                     "focus (no propagation)")]
     unc, _ = _study(kg, uncorrelated_specs, seeds, "none", args)
     unc_ratios = unc.ratios(epochs=4.5, k=600)
     for lab in unc_ratios:

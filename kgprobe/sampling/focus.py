@@ -8,7 +8,7 @@ removes the most uncertainty about weak edges. On the pooled empirical-Bayes pos
 ``Beta(a_j, b_j)`` of :mod:`kgprobe.sampling.pooled`, edge j scores::
 
     score_j = P(θ_j > ½) · Var(E[θ_j | next answer])
-            = betaincc(a_j, b_j, ½) · p_j (1 − p_j) / (a_j + b_j + 1)²,   p_j = a_j / (a_j + b_j)
+            = P_{Beta(a_j, b_j)}(θ > ½) · p_j (1 − p_j) / (a_j + b_j + 1)²,   p_j = a_j / (a_j + b_j)
 
 The second factor is the expected drop in posterior variance from one more probe (the
 variance of the posterior mean's update); the first restricts attention to edges that
@@ -22,7 +22,7 @@ Deterministic given the seed (the only randomness is audit draws and tie-breakin
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import betaincc
+from scipy.special import betainc
 
 from kgprobe.sampling.audit import audit_count, check_batch_size, check_fraction, draw_audit
 from kgprobe.sampling.base import Sampler, Selection
@@ -34,7 +34,8 @@ def focus_scores(a: np.ndarray, b: np.ndarray, threshold: float = 0.5) -> np.nda
     """P(θ > threshold) × expected variance reduction of one probe, under Beta(a, b)."""
     nu = a + b
     p = a / nu
-    return betaincc(a, b, threshold) * p * (1 - p) / (nu + 1) ** 2
+    # P(θ > t) = I_{1−t}(b, a): the same number as betaincc(a, b, t), ~10× faster.
+    return betainc(b, a, 1.0 - threshold) * p * (1 - p) / (nu + 1) ** 2
 
 
 class FocusSampler(Sampler):
@@ -42,11 +43,10 @@ class FocusSampler(Sampler):
 
     name = "focus"
 
-    def __init__(self, *, audit_fraction: float = 0.1, threshold: float = 0.5, refit_every: int = 1):
+    def __init__(self, *, audit_fraction: float = 0.1, threshold: float = 0.5, refit_growth: float = 1.1):
         self.audit_fraction = check_fraction("audit_fraction", audit_fraction)
         self.threshold = check_fraction("threshold", threshold)
-        self.refit_every = max(1, int(refit_every))
-        self.posterior = PooledPosterior()
+        self.posterior = PooledPosterior(refit_growth=refit_growth)
         self._rounds = 0
 
     def estimate(self, pkg) -> np.ndarray:
@@ -54,8 +54,7 @@ class FocusSampler(Sampler):
 
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
         n = check_batch_size(pkg, n)
-        if self._rounds % self.refit_every == 0:
-            self.posterior.fit(pkg)
+        self.posterior.maybe_fit(pkg)
         self._rounds += 1
         audit = draw_audit(pkg, audit_count(n, self.audit_fraction, rng), rng)
         pool = pkg.active_edges

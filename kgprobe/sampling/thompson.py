@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import betainc, betaincc, betaincinv, betainccinv
+from scipy.special import betainc, betaincinv, betainccinv
 
 from kgprobe.sampling.audit import audit_count, check_batch_size, check_fraction, draw_audit
 from kgprobe.sampling.base import Sampler, Selection
@@ -46,12 +46,18 @@ def top_n_direct(alpha: np.ndarray, beta: np.ndarray, candidates: np.ndarray, n:
     return candidates[part[np.argsort(-draws[part], kind="stable")]]
 
 
+def _tail(a, b, tau):
+    """P(Beta(a, b) > τ), as I_{1−τ}(b, a): exact (1 − τ is exact near 1) and ~10× faster
+    than ``betaincc`` for small parameters."""
+    return betainc(b, a, 1.0 - tau)
+
+
 def _threshold(counts: np.ndarray, a_lo: np.ndarray, b_hi: np.ndarray, target: float) -> float:
     """Largest τ (to bisection precision) whose lower-bound expected survivor count ≥ target."""
     lo, hi = 0.0, 1.0
     for _ in range(36):  # τ to within 2^-36
         mid = 0.5 * (lo + hi)
-        if float(np.dot(counts, betaincc(a_lo, b_hi, mid))) >= target:
+        if float(np.dot(counts, _tail(a_lo, b_hi, mid))) >= target:
             lo = mid
         else:
             hi = mid
@@ -72,7 +78,7 @@ def top_n_threshold(pkg, n: int, rng, exclude: np.ndarray) -> np.ndarray:
     wanted = n + exclude.size
     target = wanted + 8.0 * math.sqrt(wanted) + 16.0
     tau = _threshold(counts[occupied].astype(np.float64), a_lo, b_hi, target)
-    p_upper = betaincc(a_hi, b_lo, tau)
+    p_upper = _tail(a_hi, b_lo, tau)
     scaled = np.ceil(p_upper * _TWO32)
     always = scaled >= _TWO32  # bins whose bound is (numerically) 1: every edge is a candidate
     table = np.zeros(65536, dtype=np.uint32)
@@ -89,7 +95,7 @@ def top_n_threshold(pkg, n: int, rng, exclude: np.ndarray) -> np.ndarray:
     eff = np.zeros(65536, dtype=np.float64)
     eff[occupied] = np.where(always, 1.0, scaled / _TWO32)
     a, b = pkg.alpha[cand], pkg.beta[cand]
-    p = betaincc(a, b, tau)
+    p = _tail(a, b, tau)
     keep = rng.random(cand.size) * eff[bins[cand]] < p
     if exclude.size:
         keep &= ~np.isin(cand, exclude)

@@ -62,6 +62,7 @@ DEFAULT_SPECS: tuple[SamplerSpec, ...] = (
     SamplerSpec("thompson+prop", "thompson", 1.0),
     SamplerSpec("pooled-thompson", "pooled-thompson", 1.0),
     SamplerSpec("focus", "focus", 1.0),
+    SamplerSpec("focus (no propagation)", "focus", 0.0),
 )
 
 
