@@ -54,7 +54,27 @@ def audit_count(n: int, fraction: float, rng: np.random.Generator) -> int:
 
 
 def draw_audit(pkg, k: int, rng: np.random.Generator) -> np.ndarray:
-    """``k`` distinct active edges drawn uniformly at random (int64)."""
+    """``k`` distinct active edges drawn uniformly at random (int64, ascending).
+
+    Small samples from large graphs draw edge indices uniformly and keep, in draw
+    order, the first ``k`` distinct active ones: each kept edge is uniform over the
+    active edges not yet kept, i.e. a simple random sample without replacement, at
+    O(k) cost instead of materializing the index of all active edges.
+    """
     if k == 0:
         return np.empty(0, dtype=np.int64)
-    return np.sort(rng.choice(pkg.active_edges, size=k, replace=False)).astype(np.int64)
+    n_act = pkg.num_active
+    if k * 16 > n_act:
+        return np.sort(rng.choice(pkg.active_edges, size=k, replace=False)).astype(np.int64)
+    kept: list[int] = []
+    seen: set[int] = set()
+    share = n_act / pkg.num_edges
+    while len(kept) < k:
+        draws = rng.integers(0, pkg.num_edges, size=int((k - len(kept)) / share * 1.25) + 8)
+        for e in draws[pkg.active[draws]].tolist():
+            if e not in seen:
+                seen.add(e)
+                kept.append(e)
+                if len(kept) == k:
+                    break
+    return np.sort(np.asarray(kept, dtype=np.int64))

@@ -119,8 +119,8 @@ def test_threshold_thompson_is_exact():
     pkg = ParameterizedKG(heads, heads + 1, np.ones(1000, bool))  # disjoint edges
     pkg.alpha[0] = 1000.0
     trials = 800  # sd of the frequency ≈ 0.018; the bound below is ~4 sd
-    fast = _top1_frequency(ThompsonSampler(direct_limit=0), pkg, trials, 0)
-    direct = _top1_frequency(ThompsonSampler(), pkg, trials, 1)
+    fast = _top1_frequency(ThompsonSampler(direct_limit=0, audit_fraction=0.0), pkg, trials, 0)
+    direct = _top1_frequency(ThompsonSampler(audit_fraction=0.0), pkg, trials, 1)
     assert abs(fast - 1000 / 1999) < 0.07
     assert abs(direct - 1000 / 1999) < 0.07
 
@@ -140,3 +140,19 @@ def test_threshold_path_on_a_skewed_graph_after_propagation():
     a = s.select(pkg, 64, np.random.default_rng(5)).edges
     b = s.select(fresh, 64, np.random.default_rng(5)).edges
     assert a.tolist() == b.tolist()
+
+
+def test_audit_draws_are_uniform_over_active_edges():
+    from kgprobe.sampling.audit import draw_audit
+
+    heads = np.arange(100) * 2
+    active = np.zeros(100, bool)
+    active[::2] = True  # 50 active edges; k = 2 takes the O(k) rejection path (2·16 < 50)
+    pkg = ParameterizedKG(heads, heads + 1, active)
+    rng = np.random.default_rng(0)
+    picks = np.concatenate([draw_audit(pkg, 2, rng) for _ in range(5000)])
+    counts = np.bincount(picks, minlength=100)
+    assert counts[1::2].sum() == 0  # never a dead edge
+    # 10,000 picks over 50 edges: 200 each, sd ≈ 14; 70 is 5 sd.
+    assert np.abs(counts[::2] - 200).max() < 70
+    assert all(len(set(draw_audit(pkg, 2, rng).tolist())) == 2 for _ in range(200))
