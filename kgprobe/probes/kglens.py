@@ -32,7 +32,7 @@ from kgprobe.errors import InputError
 from kgprobe.kg.graph import KnowledgeGraph
 from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
 from kgprobe.probes.base import Probe, ProbeTask, Verdict
-from kgprobe.probes.common import gold_names, name_of, negative_pool, subject_alias
+from kgprobe.probes.common import all_names, gold_names, name_of, negative_pool, subject_alias
 from kgprobe.probes.templates import fill, templates_for
 from kgprobe.probes.verify import match_answer, normalize, parse_yes_no
 
@@ -247,17 +247,29 @@ class KGLensProbe(Probe):
             text = fill(template, shown)
             if self.questions is not None:
                 text = self.questions.question("wh", subject, plabel, gold, alias, text)
-            return {"type": "wh", "question": text, "gold": gold_names(kg, t.subject, t.predicate)}
+            return {
+                "type": "wh",
+                "question": text,
+                "gold": gold_names(kg, t.subject, t.predicate),
+                "subject_names": all_names(kg.entity(t.subject)),
+            }
         positive = bool(rng.random() < 0.5)
         pool = negative_pool(kg, t.subject, t.predicate)
         if not positive and not pool:
             positive = True  # C − T is empty: only a "yes" question can be asked
-        obj = gold if positive else pool[int(rng.integers(len(pool)))][1]
+        obj_id, obj = (t.object, gold) if positive else pool[int(rng.integers(len(pool)))]
         template = tpl.yes_no[int(rng.integers(len(tpl.yes_no)))]
         text = fill(template, shown, obj)
         if self.questions is not None:
             text = self.questions.question("yes_no", subject, plabel, obj, alias, text)
-        return {"type": "yes_no", "question": text, "expected": positive, "object": obj}
+        return {
+            "type": "yes_no",
+            "question": text,
+            "expected": positive,
+            "object": obj,
+            "subject_names": all_names(kg.entity(t.subject)),
+            "object_names": all_names(kg.entity(obj_id)),
+        }
 
     def render(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> ProbeTask:
         wh = self._wants_wh(kg, edge, rng)
@@ -277,9 +289,11 @@ class KGLensProbe(Probe):
         response = generations[0].strip()
         q = task.payload
         if q["type"] == "yes_no":
-            said = parse_yes_no(response)
+            said = parse_yes_no(
+                response, subject_names=q.get("subject_names", ()), object_names=q.get("object_names", ())
+            )
             return Verdict(said is not None and said == q["expected"], response, {"type": "yes_no", "parsed": said})
-        result = match_answer(response, q["gold"])
+        result = match_answer(response, q["gold"], echoed=q.get("subject_names", ()))
         correct, judged = result.correct, None
         if self.judge is not None and not result.correct and result.reason == "no-match":
             judged = self.judge.judge(q["question"], q["gold"], response)

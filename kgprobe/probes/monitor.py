@@ -4,12 +4,15 @@ of a fact's object (METHODS §5, ``papers/monitor-fktc.txt``).
 For a fact c = (s, r, o) with gold object tokens o_c (length L_c), all probabilities are
 teacher-forced per-token probabilities of " o" (one ``score`` request each):
 
-* primary anchor P(o | s, r, i⁺): the positive context "{o}. {base question}", where
-  the base question is the predicate's first wh-template. The fact is kept only when
-  the anchor is the model's greedy output (``ScoreResult.is_greedy``); otherwise it is
-  skipped and counted ("invalid anchor"), as in the paper;
-* R framings r_j (other wh-templates, then the HGP prefixes) without context;
-* M negative contexts "{wrong object}. {base question}", wrong objects from C − T.
+* primary anchor P(o | s, r, i⁺): the positive context "{o}.\nQ: {base question}\nA:",
+  where the base question is the predicate's first wh-template. (The paper writes
+  "{o}. {question}"; the "Q:/A:" frame makes the object the natural next words, so
+  that a model that knows the answer produces it.) The fact is kept only when the
+  model's own answer to that prompt names the gold object (``run_monitor(anchor=…)``);
+  otherwise it is skipped and counted ("invalid anchor"), as in the paper;
+* R framings r_j (other wh-templates in the same Q/A frame, then the HGP prefixes)
+  without context;
+* M negative contexts "{wrong object}.\nQ: {base question}\nA:", wrong objects from C − T.
 
 PFD_c = mean_j mean_l |P⁺_l − P(r_j)_l|, IRD_c = mean_m mean_l |P⁺_l − P(i⁻_m)_l|,
 MONITOR = Σ_c sqrt(a1·PFD² + a2·IRD² + a3·PFD·IRD) / Σ_c mean_l P⁺_l over valid facts,
@@ -30,9 +33,10 @@ import numpy as np
 
 from kgprobe.errors import InputError
 from kgprobe.kg.graph import KnowledgeGraph
-from kgprobe.models.base import LanguageModel, ScoreRequest, ScoreResult
-from kgprobe.probes.common import name_of, negative_pool
+from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
+from kgprobe.probes.common import gold_names, name_of, negative_pool
 from kgprobe.probes.templates import fill, templates_for
+from kgprobe.probes.verify import match_answer
 
 
 @dataclass
@@ -79,6 +83,11 @@ class MonitorResult:
         }
 
 
+def qa(question: str) -> str:
+    """A question as "Q: …\nA:", so the object is what a model says next."""
+    return f"Q: {question}\nA:"
+
+
 def monitor_task(
     kg: KnowledgeGraph, edge: int, rng: np.random.Generator, *, num_framings: int = 7, num_negatives: int = 5
 ) -> MonitorTask:
@@ -89,15 +98,16 @@ def monitor_task(
     subject = name_of(kg, t.subject, edge=edge, role="subject")
     gold = name_of(kg, t.object, edge=edge, role="object")
     tpl = templates_for(kg, t.predicate)
-    base = fill(tpl.wh[0], subject)
+    base = qa(fill(tpl.wh[0], subject))
     continuation = " " + gold
-    framings = [fill(x, subject) for x in (*tpl.wh[1:], *tpl.hgp)][:num_framings]
+    framings = [qa(fill(x, subject)) for x in tpl.wh[1:]] + [fill(x, subject) for x in tpl.hgp]
+    framings = framings[:num_framings]
     pool = negative_pool(kg, t.subject, t.predicate)
     picks = rng.permutation(len(pool))[:num_negatives]
     negatives = [pool[int(i)][1] for i in picks]
-    requests = [ScoreRequest(f"{gold}. {base}", continuation, edge=edge)]
+    requests = [ScoreRequest(f"{gold}.\n{base}", continuation, edge=edge)]
     requests += [ScoreRequest(f, continuation, edge=edge) for f in framings]
-    requests += [ScoreRequest(f"{wrong}. {base}", continuation, edge=edge) for wrong in negatives]
+    requests += [ScoreRequest(f"{wrong}.\n{base}", continuation, edge=edge) for wrong in negatives]
     return MonitorTask(edge, requests, len(framings), len(negatives))
 
 
@@ -114,10 +124,19 @@ def _mean_abs_distance(anchor: np.ndarray, others: Sequence[ScoreResult]) -> tup
 
 
 def fact_distances(
-    edge: int, positive: ScoreResult, framings: Sequence[ScoreResult], negatives: Sequence[ScoreResult]
+    edge: int,
+    positive: ScoreResult,
+    framings: Sequence[ScoreResult],
+    negatives: Sequence[ScoreResult],
+    *,
+    anchor_valid: bool | None = None,
 ) -> MonitorFact:
-    """PFD, IRD and the anchor probability of one fact, or why it is skipped."""
-    if not positive.is_greedy:
+    """PFD, IRD and the anchor probability of one fact, or why it is skipped.
+
+    The anchor is valid when ``anchor_valid`` says so, or — when it is None — when the
+    teacher-forced gold tokens are the greedy continuation (``positive.is_greedy``).
+    """
+    if not (positive.is_greedy if anchor_valid is None else anchor_valid):
         return MonitorFact(edge, False, "invalid anchor")
     if not negatives:
         return MonitorFact(edge, False, "no negatives")
@@ -162,16 +181,38 @@ def run_monitor(
     rng: np.random.Generator,
     num_framings: int = 7,
     num_negatives: int = 5,
+    anchor: str = "generate",
+    anchor_tokens: int = 12,
 ) -> MonitorResult:
-    """MONITOR over ``edges`` with one batched ``score`` call."""
+    """MONITOR over ``edges`` with one batched ``score`` call (and one ``generate`` call).
+
+    ``anchor`` decides which facts have a valid primary anchor:
+
+    * ``"generate"`` (default): the model's greedy answer to the positive prompt
+      (``anchor_tokens`` tokens, first line) names the gold object — the paper's check,
+      which decodes and matches. Instruction-tuned models often answer in a sentence
+      ("The continent of Africa."), which this accepts;
+    * ``"greedy"``: the gold tokens themselves are the greedy continuation — stricter,
+      no generation needed.
+    """
     if not model.can_score:
         raise InputError(f"MONITOR needs log-probabilities, which backend {model.name!r} cannot return")
+    if anchor not in ("generate", "greedy"):
+        raise InputError(f"anchor must be 'generate' or 'greedy', got {anchor!r}")
     tasks = [monitor_task(kg, int(e), rng, num_framings=num_framings, num_negatives=num_negatives) for e in edges]
     results = model.score([r for task in tasks for r in task.requests])
+    valid: list[bool | None] = [None] * len(tasks)
+    if anchor == "generate":
+        answers = model.generate(
+            [GenerateRequest(t.requests[0].context, max_tokens=anchor_tokens, stop=("\n",), edge=t.edge) for t in tasks]
+        )
+        for k, (task, answer) in enumerate(zip(tasks, answers)):
+            t = kg.triple(task.edge)
+            valid[k] = match_answer(answer, gold_names(kg, t.subject, t.predicate)).correct
     facts, i = [], 0
-    for task in tasks:
+    for k, task in enumerate(tasks):
         own = results[i : i + len(task.requests)]
         i += len(task.requests)
         positive, framings, negatives = own[0], own[1 : 1 + task.num_framings], own[1 + task.num_framings :]
-        facts.append(fact_distances(task.edge, positive, framings, negatives))
+        facts.append(fact_distances(task.edge, positive, framings, negatives, anchor_valid=valid[k]))
     return summarize(facts)

@@ -30,25 +30,15 @@ from typing import Iterable, Sequence
 
 _ARTICLES = {"a", "an", "the"}
 
-# Words whose removal leaves the same entity: "French language" ≡ "French",
-# "Republic of Chile" ≡ "Chile". Only stripped at the edges of a gold name and only
-# when something remains, so "Republic" alone is not reduced to nothing. "city" is
-# deliberately absent: "Mexico City" is not "Mexico".
-_GENERIC_PREFIXES = (
-    "republic of",
-    "kingdom of",
-    "state of",
-    "commonwealth of",
-    "federal republic of",
-    "people s republic of",
-    "democratic republic of",
-    "islamic republic of",
-    "principality of",
-    "grand duchy of",
-    "sultanate of",
-    "union of",
-)
+# Words whose removal leaves the same entity: "French language" ≡ "French". Only
+# stripped at the end of a gold name and only when something remains. Prefixes such as
+# "Republic of" are deliberately not stripped: "Republic of China", "Democratic Republic
+# of the Congo" and "Republic of Korea" would collapse onto other entities; the KG's
+# labels already carry the short common name. Likewise "city": "Mexico City" is not
+# "Mexico".
 _GENERIC_SUFFIXES = ("language", "languages", "people")
+# Abbreviations that entity names spell both ways.
+_WORD_FORMS = {"st": "saint", "ste": "sainte", "mt": "mount", "ft": "fort"}
 
 _MONTHS = {
     m: i + 1
@@ -87,7 +77,11 @@ _REFUSAL_PATTERNS = [
 _REFUSAL_RE = re.compile("|".join(_REFUSAL_PATTERNS))
 
 # Hedges that do not commit to a yes/no polarity.
-_YES_WORDS = {"yes", "yeah", "yep", "correct", "true", "right", "indeed", "affirmative"}
+_YES_WORDS = {"yes", "yeah", "yep", "correct", "true", "right", "indeed", "affirmative", "certainly", "absolutely",
+              "definitely"}
+# Whole-phrase answers, checked before the first-word rule (normalized, apostrophes as spaces).
+_YES_PHRASES = ("of course", "i think so", "i believe so", "that is right", "that s right")
+_NO_PHRASES = ("i don t think so", "i do not think so", "i dont think so", "not really", "of course not")
 _NO_WORDS = {"no", "nope", "incorrect", "false", "wrong", "not"}
 # In normalized form (articles already dropped): "The answer is" -> "answer is".
 _LEADING_FILLERS = (
@@ -99,7 +93,6 @@ _LEADING_FILLERS = (
     "my answer is",
     "answer",
     "well",
-    "certainly",
     "sure",
     "ok",
     "okay",
@@ -155,7 +148,7 @@ def normalize(text: str) -> str:
     # A dot or sign only matters inside a number ("3.5", "+1"); elsewhere it is punctuation.
     text = re.sub(r"(?<!\d)\.|\.(?!\d)", " ", text)
     text = re.sub(r"(?<=\S)[+-]|[+-](?!\d)", " ", text)
-    words = [w for w in text.split() if w not in _ARTICLES]
+    words = [_WORD_FORMS.get(w, w) for w in text.split() if w not in _ARTICLES]
     return " ".join(words)
 
 
@@ -168,7 +161,8 @@ def _canonical_utc(text: str) -> str:
             return " utc +0 "
         value = int(hours) + (int(minutes) / 60 if minutes else 0)
         text_value = f"{value:g}"
-        return f" utc {'-' if sign == '-' else '+'}{text_value} "
+        # UTC-0 and UTC+0 are the same zone.
+        return f" utc {'-' if sign == '-' and value else '+'}{text_value} "
 
     return re.sub(r"\b(utc|gmt)(?:\s*([+-])\s*(\d{1,2})(?::?(\d{2}))?)?(?![\d:])", repl, text)
 
@@ -242,9 +236,6 @@ def name_variants(name: str) -> set[str]:
     """Normalized forms of one gold name that still identify the same entity."""
     base = normalize(name)
     variants = {base} if base else set()
-    for prefix in _GENERIC_PREFIXES:
-        if base.startswith(prefix + " ") and len(base) > len(prefix) + 1:
-            variants.add(base[len(prefix) + 1 :])
     for suffix in _GENERIC_SUFFIXES:
         if base.endswith(" " + suffix) and len(base) > len(suffix) + 1:
             variants.add(base[: -len(suffix) - 1])
@@ -273,9 +264,15 @@ def _find_all(haystack: str, needle: str) -> list[int]:
 _NEGATORS = ("not", "isn t", "isnt", "no", "never", "nor", "neither", "aren t", "wasn t", "except", "besides", "other than")
 
 
-def _negated(haystack: str, start: int) -> bool:
+_NEGATED_AFTER = re.compile(r"\s*(?:is|was|are|were)\s+(?:not|never)\b|\s*(?:isn t|wasn t|aren t|weren t)\b")
+
+
+def _negated(haystack: str, start: int, length: int) -> bool:
+    """"not Paris", "except Paris", and "Paris is not …" do not assert Paris."""
     before = haystack[:start].rstrip()
-    return any(before.endswith(" " + n) or before == n for n in _NEGATORS)
+    if any(before.endswith(" " + n) or before == n for n in _NEGATORS):
+        return True
+    return bool(_NEGATED_AFTER.match(haystack, start + length))
 
 
 def is_refusal(response: str) -> bool:
@@ -300,7 +297,7 @@ def _mentions(norm_response: str, golds: Sequence[str]) -> list[tuple[int, str, 
     for gold in golds:
         for variant in name_variants(gold):
             for start in _find_all(norm_response, variant):
-                hits.append((start, gold, _negated(norm_response, start)))
+                hits.append((start, gold, _negated(norm_response, start, len(variant))))
     return hits
 
 
@@ -313,7 +310,22 @@ def _split_alternatives(norm_response: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
-def match_answer(response: str, gold_names: Iterable[str]) -> Match:
+def _mask_echo(norm_response: str, echoed: Iterable[str], gold_variants: set[str]) -> str:
+    """Blank out names the response merely repeats from the question.
+
+    A model that echoes "Federated States of Micronesia (also known as …)" has not
+    answered "Micronesia". Echoed names are masked longest first, except a name that is
+    itself a gold answer (Djibouti's capital is Djibouti: the echo cannot be told apart).
+    """
+    masked = [False] * len(norm_response)
+    for variant in {v for name in echoed for v in name_variants(name)} - gold_variants:
+        for start in _find_all(norm_response, variant):
+            masked[start : start + len(variant)] = [True] * len(variant)
+    # Overlapping echoes ("Micronesia, Federated States of Micronesia") are masked as one span.
+    return "".join("\u2400" if m and not ch.isspace() else ch for ch, m in zip(norm_response, masked))
+
+
+def match_answer(response: str, gold_names: Iterable[str], *, echoed: Iterable[str] = ()) -> Match:
     """Does ``response`` name one of ``gold_names`` (true objects and all their aliases)?
 
     Rules, in order:
@@ -329,12 +341,18 @@ def match_answer(response: str, gold_names: Iterable[str]) -> Match:
        alternative is gold; a conjunctive list ("French and German") is right when it
        names a gold answer (KGLens asks the model to list all answers).
     5. A refusal without a gold mention is wrong (reason "refusal").
+
+    ``echoed`` names text the question itself contained (the subject and its aliases);
+    repeating it does not count as naming a gold answer inside it.
     """
     golds = [g for g in dict.fromkeys(gold_names) if g and g.strip()]
     raw = response.strip()
     if not raw:
         return Match(False, "empty")
     norm = normalize(raw)
+    echoed = list(echoed)
+    if echoed:
+        norm = _mask_echo(norm, echoed, {v for g in golds for v in name_variants(g)})
     for gold in golds:
         if _is_date_like(gold):
             gold_dates = _canonical_dates(gold)
@@ -382,7 +400,9 @@ def _strip_leading(norm: str) -> str:
     return norm
 
 
-def parse_yes_no(response: str) -> bool | None:
+def parse_yes_no(
+    response: str, *, subject_names: Iterable[str] = (), object_names: Iterable[str] = ()
+) -> bool | None:
     """The polarity a yes/no response commits to: True (yes), False (no) or None.
 
     KGLens checks the first word only; kgprobe keeps that rule but returns ``None``
@@ -393,8 +413,14 @@ def parse_yes_no(response: str) -> bool | None:
     * "Yes" followed in its own sentence by a negation of the claim
       ("Yes, Paris is not the capital …"), and "No, that is correct".
 
-    "Correct"/"True" count as yes and "Incorrect"/"False"/"Not" as no, since models
-    answer that way; case, punctuation, "A:" and fillers ("Well, yes") are ignored.
+    "Correct"/"True"/"Certainly"/"I think so" count as yes and "Incorrect"/"False"/
+    "Not really"/"I don't think so" as no, since models answer that way; case,
+    punctuation, "A:" and fillers ("Well, yes", "The answer is no") are ignored.
+
+    When the response starts with no yes/no word but restates the claim — it names the
+    question's subject and object in its first sentence — that restatement is the answer
+    (yes, or no when the sentence is negated: "Basseterre is not the capital of
+    Mayotte"). ``subject_names`` / ``object_names`` enable this; refusals never count.
     """
     if not response or not response.strip():
         return None
@@ -403,12 +429,19 @@ def parse_yes_no(response: str) -> bool | None:
     if not norm:
         return None
     first = norm.split()[0]
+    phrase = next((p for p in _NO_PHRASES if norm == p or norm.startswith(p + " ")), None)
+    if phrase is None:
+        phrase = next((p for p in _YES_PHRASES if norm == p or norm.startswith(p + " ")), None)
+    if phrase is not None:
+        return phrase not in _NO_PHRASES
     if first in _YES_WORDS:
         polarity = True
     elif first in _NO_WORDS:
         polarity = False
     else:
-        return None
+        return _implied_yes_no(response, subject_names, object_names)
+    if re.match(r"\S+\s+(?:and|or)\s+(?:yes|no)\b", norm):
+        return None  # "Yes and no", "No or yes"
     # Work on the raw text (lower-cased) after the first word to see sentence breaks.
     lowered = strip_diacritics(response).casefold().replace("’", "'").replace("'", " ")
     m = re.search(r"\b" + re.escape(first) + r"\b", lowered)
@@ -423,6 +456,18 @@ def parse_yes_no(response: str) -> bool | None:
     if not polarity and _NO_AFFIRMATION_RE.search(first_sentence):
         return None
     return polarity
+
+
+def _implied_yes_no(response: str, subject_names: Iterable[str], object_names: Iterable[str]) -> bool | None:
+    subjects, objects = list(subject_names), list(object_names)
+    if not subjects or not objects or is_refusal(response):
+        return None
+    sentence = normalize(re.split(r"(?<=[.!?])\s", response.strip(), maxsplit=1)[0])
+    if not any(_find_all(sentence, v) for n in subjects for v in name_variants(n)):
+        return None
+    if not any(_find_all(sentence, v) for n in objects for v in name_variants(n)):
+        return None
+    return not re.search(r"\b(?:not|never|isn t|isnt|aren t|doesn t|don t|no longer)\b", sentence)
 
 
 def first_segment(text: str, separator: str) -> str:

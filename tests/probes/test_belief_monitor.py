@@ -130,17 +130,17 @@ def test_monitor_drops_framings_with_another_token_count():
 def test_monitor_requests(tiny_kg):
     task = monitor_task(tiny_kg, 0, np.random.default_rng(0), num_framings=7, num_negatives=5)
     contexts = [r.context for r in task.requests]
-    assert contexts[0] == "Paris. What is the capital of France?"
+    assert contexts[0] == "Paris.\nQ: What is the capital of France?\nA:"
     # 3 other wh-templates then 4 HGP prefixes = 7 framings
     assert contexts[1:8] == [
-        "Which city is the capital of France?",
-        "What is the capital city of France?",
-        "Where is the seat of government of France?",
+        "Q: Which city is the capital of France?\nA:",
+        "Q: What is the capital city of France?\nA:",
+        "Q: Where is the seat of government of France?\nA:",
         "The capital of France is",
         "The capital city of France is",
         "France's capital is",
         "The seat of government of France is",
     ]
     # C − T of France's capital is {Berlin}: one negative context
-    assert contexts[8:] == ["Berlin. What is the capital of France?"] and task.num_negatives == 1
+    assert contexts[8:] == ["Berlin.\nQ: What is the capital of France?\nA:"] and task.num_negatives == 1
     assert {r.continuation for r in task.requests} == {" Paris"}

@@ -38,7 +38,10 @@ def test_normalize(text, expected):
         ("paris", ["Paris"], True, "match"),
         ("They speak French and German.", ["French language"], True, "match"),  # list + "language" dropped
         ("The currency is the euro", ["Euro"], True, "match"),
-        ("It is Chile.", ["Republic of Chile"], True, "match"),  # generic prefix dropped
+        ("It is Congo.", ["Democratic Republic of the Congo"], False, "no-match"),  # "Republic of" kept
+        ("St Helena", ["Saint Helena"], True, "match"),
+        ("Berlin is not the capital; Bonn is.", ["Berlin"], False, "negated"),
+        ("UTC-0", ["UTC"], True, "match"),
         ("It's in Mexico.", ["Mexico City"], False, "no-match"),  # partial name of another entity
         ("It could be Paris or Lyon.", ["Paris"], False, "disjunctive-guess"),
         ("Paris or the City of Light", ["Paris", "City of Light"], True, "match"),  # every alternative is gold
@@ -90,10 +93,29 @@ def test_match_answer(response, golds, correct, reason):
         ("Yes, Paris is not the capital of France.", None),
         ("No, that is correct.", None),
         ("", None),
+        ("Certainly.", True),
+        ("I think so.", True),
+        ("I don't think so.", False),
+        ("Not really.", False),
+        ("Yes and no.", None),
     ],
 )
 def test_parse_yes_no(response, polarity):
     assert parse_yes_no(response) is polarity
+
+
+@pytest.mark.parametrize(
+    "response, polarity",
+    [
+        ("San Jose is the capital of Costa Rica.", True),  # restates the claim
+        ("Basseterre is not the capital of Costa Rica.", False),
+        ("Bogotá is the capital of Colombia.", None),  # names neither Costa Rica nor San José
+        ("I'm not sure whether San José is the capital of Costa Rica.", None),  # a refusal
+    ],
+)
+def test_parse_yes_no_restatement(response, polarity):
+    names = {"subject_names": ["San José", "San Jose", "Basseterre"], "object_names": ["Costa Rica"]}
+    assert parse_yes_no(response, **names) is polarity
 
 
 def sr(*logprobs, greedy=False):
