@@ -174,6 +174,21 @@ def test_cli_simulate_bad_input_exit_2(tmp_path, capsys):
     assert main(["simulate", "--samplers", "annealing", "--out", str(tmp_path)]) == 2
 
 
+def test_cli_simulate_bad_graphs_exit_2(tmp_path, capsys):
+    from kgprobe.kg.formats import save_kg
+
+    kg = tiny_kg()
+    dead = KnowledgeGraph(kg.entities.values(), kg.predicates.values(),
+                          [Triple(t.subject, t.predicate, t.object, active=False) for t in kg.triples()],
+                          name="dead")
+    assert main(["simulate", "--kg", str(save_kg(dead, tmp_path / "dead.jsonl")), "--out", str(tmp_path)]) == 2
+    assert "no active edges" in capsys.readouterr().err
+    path = str(save_kg(kg, tmp_path / "tiny.jsonl"))
+    assert main(["simulate", "--kg", path, "--batch", "3", "--out", str(tmp_path)]) == 2
+    assert "larger than the graph's 2 active edges" in capsys.readouterr().err
+    assert main(["simulate", "--kg", path, "--seeds", "0", "--out", str(tmp_path)]) == 2
+
+
 @pytest.mark.slow
 def test_cli_simulate_writes_json_and_png(tmp_path):
     kg = tiny_kg()
