@@ -169,7 +169,15 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def kg_accuracy_estimate(correct, audit, *, confidence: float = 0.95) -> AccuracyEstimate:
+def kg_accuracy_estimate(
+    correct,
+    audit,
+    *,
+    confidence: float = 0.95,
+    predicted=None,
+    rounds=None,
+    mean_predicted=None,
+) -> AccuracyEstimate:
     """Unbiased accuracy of the whole KG from the audit probes of a run.
 
     ``correct`` and ``audit`` are flat per-probe arrays over all rounds (what the engine
@@ -184,6 +192,17 @@ def kg_accuracy_estimate(correct, audit, *, confidence: float = 0.95) -> Accurac
     shrinks the variance, so the interval is if anything conservative. Returns NaNs with
     ``method="no-audit-probes"`` when no probe was an audit draw (e.g. plain Thompson
     sampling with ``audit_fraction=0``) — there is then no unbiased estimate to give.
+
+    With ``predicted`` (per probe: the predicted chance of a right answer on its edge,
+    ``1 − θ̂_j``, from the state *before* the probe's round), ``rounds`` (per probe: its
+    round index) and ``mean_predicted`` (per round index: the mean prediction over all
+    active edges from that same state), the estimate is the **difference estimator**
+    ``mean_i z_i`` with ``z_i = mean_predicted[t_i] + (y_i − predicted_i)`` over audit
+    probes i. Given the past, an audit edge is uniform, so ``E[y_i − predicted_i] =
+    A − mean_predicted[t_i]`` and every ``z_i`` has mean ``A``: unbiased whatever the
+    predictions are, and far less variable than the plain mean when they are good
+    (facts a model knows or not are predictable from its earlier answers). Interval:
+    normal, ``mean ± z·sd(z_i)/√n`` (method ``"audit-difference"``).
     """
     c = np.asarray(correct, dtype=bool)
     a = np.asarray(audit, dtype=bool)
@@ -195,6 +214,26 @@ def kg_accuracy_estimate(correct, audit, *, confidence: float = 0.95) -> Accurac
     if n == 0:
         nan = float("nan")
         return AccuracyEstimate(nan, nan, nan, 0, "no-audit-probes")
+    if predicted is not None:
+        return _difference_estimate(c, a, predicted, rounds, mean_predicted, confidence)
     k = int(c[a].sum())
     low, high = wilson_interval(k, n, confidence)
     return AccuracyEstimate(k / n, low, high, n, "audit-wilson")
+
+
+def _difference_estimate(c, a, predicted, rounds, mean_predicted, confidence) -> AccuracyEstimate:
+    if rounds is None or mean_predicted is None:
+        raise InputError("the difference estimator needs predicted, rounds and mean_predicted together")
+    pred = np.asarray(predicted, dtype=np.float64)
+    rnd = np.asarray(rounds)
+    mean_pred = np.asarray(mean_predicted, dtype=np.float64)
+    if pred.shape != c.shape or rnd.shape != c.shape:
+        raise InputError("predicted and rounds need one value per probe")
+    if rnd.size and (rnd.min() < 0 or rnd.max() >= mean_pred.size):
+        raise InputError("rounds must index into mean_predicted")
+    z = mean_pred[rnd[a]] + c[a].astype(np.float64) - pred[a]
+    n = z.size
+    est = float(z.mean())
+    sd = float(z.std(ddof=1)) if n > 1 else float("inf")
+    half = float(norm.ppf(0.5 + confidence / 2)) * sd / math.sqrt(n)
+    return AccuracyEstimate(est, max(0.0, est - half), min(1.0, est + half), n, "audit-difference")

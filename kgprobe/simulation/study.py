@@ -221,36 +221,54 @@ def estimator_coverage(
     """Run ``sampler`` for ``epochs`` epochs per seed; share of runs whose interval covers the truth.
 
     The truth is the KG accuracy ``1 − mean θ*`` over active edges. The answers come from
-    an oracle seeded differently per run, so runs are independent.
+    an oracle seeded differently per run, so runs are independent. Both estimators of
+    :func:`kgprobe.metrics.kg_accuracy_estimate` are scored: the audit mean with Wilson
+    interval (keys ``coverage``, ``mean_width``) and the difference estimator on the
+    sampler's own predictions (``coverage_difference``, ``mean_width_difference``).
     """
     theta = _check_inputs(heads, tails, active, theta_star, batch, epochs, ())
     act = np.asarray(active, dtype=bool)
     truth = float(1.0 - theta[act].mean())
     rounds = math.ceil(epochs * int(act.sum()) / batch)
-    covered, widths, estimates = [], [], []
+    stats = {m: {"covered": [], "width": [], "estimate": []} for m in ("audit-wilson", "audit-difference")}
     for seed in seeds:
         pkg = ParameterizedKG(heads, tails, act, propagation_weight=sampler.propagation_weight, predicates=predicates)
         smp = sampler.make()
         pick_rng = np.random.default_rng([seed, 7, 0])
         answer_rng = np.random.default_rng([seed, 7, 1])
-        correct, audit = [], []
-        for _ in range(rounds):
+        correct, audit, predicted, round_ids, mean_pred = [], [], [], [], []
+        for r in range(rounds):
+            # Predictions from the state before the round, as the difference estimator needs.
+            right = 1.0 - smp.estimate(pkg)
+            mean_pred.append(float(right[act].mean()))
             sel = smp.select(pkg, batch, pick_rng)
             ok = bernoulli_oracle(theta, sel.edges, answer_rng)
             pkg.update(sel.edges, ok)
             correct.append(ok)
             audit.append(sel.audit)
-        est = kg_accuracy_estimate(np.concatenate(correct), np.concatenate(audit), confidence=confidence)
-        covered.append(est.low <= truth <= est.high)
-        widths.append(est.high - est.low)
-        estimates.append(est.estimate)
+            predicted.append(right[sel.edges])
+            round_ids.append(np.full(sel.edges.size, r))
+        c, a = np.concatenate(correct), np.concatenate(audit)
+        for est in (
+            kg_accuracy_estimate(c, a, confidence=confidence),
+            kg_accuracy_estimate(c, a, confidence=confidence, predicted=np.concatenate(predicted),
+                                 rounds=np.concatenate(round_ids), mean_predicted=np.asarray(mean_pred)),
+        ):
+            st = stats[est.method]
+            st["covered"].append(est.low <= truth <= est.high)
+            st["width"].append(est.high - est.low)
+            st["estimate"].append(est.estimate)
+    w, d = stats["audit-wilson"], stats["audit-difference"]
     return {
         "truth": truth,
-        "coverage": float(np.mean(covered)),
-        "runs": len(covered),
-        "mean_width": float(np.mean(widths)),
-        "mean_estimate": float(np.mean(estimates)),
-        "audit_probes_per_run": int(est.n),
+        "coverage": float(np.mean(w["covered"])),
+        "runs": len(w["covered"]),
+        "mean_width": float(np.mean(w["width"])),
+        "mean_estimate": float(np.mean(w["estimate"])),
+        "audit_probes_per_run": int(a.sum()),
+        "coverage_difference": float(np.mean(d["covered"])),
+        "mean_width_difference": float(np.mean(d["width"])),
+        "mean_estimate_difference": float(np.mean(d["estimate"])),
     }
 
 
