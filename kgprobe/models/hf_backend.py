@@ -40,7 +40,6 @@ so kgprobe refuses and says how to fix it (fewer examples, shorter prompts).
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,8 +135,8 @@ def _make_cache(tensors: list[tuple], batch: int):
         return DynamicCache.from_legacy_cache(tuple(expanded))
 
 
-def _stop_criteria(tokenizer, stops: list[str], prompt_width: int):
-    """Stop a row once its *generated* text contains a stop string.
+def _stop_criteria(tokenizer, stops_per_row: list[list[str]], prompt_width: int):
+    """Stop each row once its *generated* text contains one of that row's stop strings.
 
     transformers' own ``stop_strings`` also matches text that overlaps the end of the
     prompt (prompt "... is" + stop "s " stops after one token), so kgprobe checks only
@@ -149,8 +148,8 @@ def _stop_criteria(tokenizer, stops: list[str], prompt_width: int):
     class StopOnGeneratedText(StoppingCriteria):
         def __call__(self, input_ids, scores, **kwargs):
             done = [
-                any(s in tokenizer.decode(row[prompt_width:], skip_special_tokens=True) for s in stops)
-                for row in input_ids
+                bool(stops) and any(s in tokenizer.decode(row[prompt_width:], skip_special_tokens=True) for s in stops)
+                for row, stops in zip(input_ids, stops_per_row)
             ]
             return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
@@ -207,8 +206,6 @@ class TransformersModel(LanguageModel):
         self._model.to(device=self.device, dtype=self.dtype)
         self._model.eval()
         config = self._model.config
-        self._vocab_size = int(config.get_text_config().vocab_size) if hasattr(config, "get_text_config") \
-            else int(config.vocab_size)
         self._softcap = getattr(config, "final_logit_softcapping", None)
         self._sliding = bool(getattr(config, "sliding_window", None)) and bool(
             getattr(config, "use_sliding_window", True)
@@ -582,10 +579,8 @@ class TransformersModel(LanguageModel):
                 members.sort(key=lambda m: len(prompts[m]))
                 for start in range(0, len(members), self.batch_size):
                     chunk = members[start : start + self.batch_size]
-                    # Stop strings differ per request, so each chunk stops on the union and each
-                    # output is cut at its own stop strings below.
                     texts = self._generate_batch([prompts[m] for m in chunk], requests[chunk[0]], seed=None,
-                                                 stop_union=tuple({s for m in chunk for s in requests[m].stop}))
+                                                 stops_per_row=[list(requests[m].stop) for m in chunk])
                     for m, text in zip(chunk, texts):
                         outputs[m] = text
         return [self._cut(text, request.stop) for text, request in zip(outputs, requests)]
@@ -600,7 +595,9 @@ class TransformersModel(LanguageModel):
                     cut = min(cut, found)
         return text[:cut]
 
-    def _generate_batch(self, prompts: list[list[int]], request: GenerateRequest, *, seed, stop_union=None) -> list[str]:
+    def _generate_batch(self, prompts: list[list[int]], request: GenerateRequest, *, seed,
+                        stops_per_row: list[list[str]] | None = None) -> list[str]:
+        """Generate for prompts sharing ``request``'s settings; each row stops on its own strings."""
         torch = self._torch
         from transformers import GenerationConfig
 
@@ -613,7 +610,9 @@ class TransformersModel(LanguageModel):
             ids[r, width - len(p) :] = torch.tensor(p)
             mask[r, width - len(p) :] = 1
         sampled = request.temperature > 0
-        stops = [s for s in (stop_union if stop_union is not None else request.stop) if s]
+        if stops_per_row is None:
+            stops_per_row = [list(request.stop)] * len(prompts)
+        stops_per_row = [[s for s in stops if s] for stops in stops_per_row]
         config = GenerationConfig(
             max_new_tokens=request.max_tokens,
             do_sample=sampled,
@@ -629,7 +628,7 @@ class TransformersModel(LanguageModel):
             input_ids=ids.to(self.device),
             attention_mask=mask.to(self.device),
             generation_config=config,
-            stopping_criteria=_stop_criteria(tok, stops, width) if stops else None,
+            stopping_criteria=_stop_criteria(tok, stops_per_row, width) if any(stops_per_row) else None,
         )
         self.tokens_run += int(mask.sum()) + int(out.shape[1] - width) * len(prompts)
         return [tok.decode(row[width:], skip_special_tokens=True) for row in out]

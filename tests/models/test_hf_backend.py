@@ -214,3 +214,16 @@ def test_cuda_scoring_matches_cpu(tiny):
     requests = [ScoreRequest(ZP_CONTEXT, o) for o in OPTIONS]
     for a, b in zip(tiny.score(requests), gpu.score(requests)):
         assert a.token_logprobs == pytest.approx(b.token_logprobs, abs=1e-4)
+
+
+def test_each_request_stops_on_its_own_strings(tiny):
+    # Batched greedy requests with different stop strings: one request's stop string must
+    # not cut another's output. The tiny model's greedy text for this prompt repeats " is".
+    prompt = "The capital of France is"
+    full = tiny.generate([GenerateRequest(prompt, max_tokens=6)])[0]
+    assert full.count(" is") >= 2
+    out = tiny.generate([
+        GenerateRequest(prompt, max_tokens=6, stop=("s ",)),
+        GenerateRequest(prompt, max_tokens=6, stop=("never appears",)),
+    ])
+    assert out == [full[: full.find("s ")], full]
