@@ -1,0 +1,204 @@
+"""The round loop: determinism, one model call per round, log-before-update, budget, replay."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kgprobe
+from kgprobe.engine import Engine, EngineConfig, RoundFinished, RunFinished, round_rng
+from kgprobe.errors import InputError
+from kgprobe.store import RunStore
+
+#: Fast settings: a real ZP-LKE rendering with few examples and options.
+FAST_PROBE = {"num_examples": 5, "num_distractors": 4}
+
+
+def make_run(kg, model, store=None, **kw):
+    settings = dict(method="zp-lke", batch_size=16, budget=96, seed=5, probe_options=FAST_PROBE, lazy=True,
+                    store=store)
+    settings.update(kw)
+    return kgprobe.probe(kg, model, **settings)
+
+
+def final_state(run):
+    state = run.pkg.state_dict()
+    return {k: np.asarray(v).copy() for k, v in state.items()}
+
+
+def assert_same_run(a, b):
+    sa, sb = final_state(a), final_state(b)
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        assert np.array_equal(sa[k], sb[k]), k
+    ha, hb = a.history(), b.history()
+    assert [h["metrics"] for h in ha] == [h["metrics"] for h in hb]
+    assert [h["queries_spent"] for h in ha] == [h["queries_spent"] for h in hb]
+    pa, pb = a.store.probes(), b.store.probes()
+    assert [(p.round, p.edge, p.audit, p.correct, p.question, p.answer) for p in pa] == \
+        [(p.round, p.edge, p.audit, p.correct, p.question, p.answer) for p in pb]
+
+
+def test_round_rng_is_a_function_of_seed_round_and_path():
+    a = round_rng(7, 3, 1, 0).random(4)
+    assert np.array_equal(a, round_rng(7, 3, 1, 0).random(4))
+    assert not np.array_equal(a, round_rng(7, 4, 1, 0).random(4))
+    assert not np.array_equal(a, round_rng(7, 3, 1, 1).random(4))
+    assert not np.array_equal(a, round_rng(8, 3, 1, 0).random(4))
+
+
+def test_same_seed_same_run_other_seed_other_run(countries, sim_model):
+    a = make_run(countries, sim_model).finish()
+    b = make_run(countries, sim_model).finish()
+    assert_same_run(a, b)
+    c = make_run(countries, sim_model, seed=6).finish()
+    assert [p.edge for p in c.store.probes()] != [p.edge for p in a.store.probes()]
+
+
+def test_budget_is_spent_exactly_with_a_short_last_round(countries, sim_model):
+    # 100 queries, 32 per round, 1 query per ZP-LKE task: rounds of 32, 32, 32 and 4.
+    run = make_run(countries, sim_model, batch_size=32, budget=100, convergence=False).finish()
+    h = run.history()
+    assert [x["queries"] for x in h] == [32, 32, 32, 4]
+    assert h[-1]["queries_spent"] == 100 and run.stop_reason == "budget"
+    assert run.metrics.probed_edges == len({p.edge for p in run.store.probes()})
+
+
+def test_max_rounds_and_no_budget(countries, sim_model):
+    run = make_run(countries, sim_model, budget=None, max_rounds=3, convergence=False).finish()
+    assert run.rounds_played == 3 and run.stop_reason == "max-rounds" and run.queries_spent == 48
+
+
+def test_one_score_call_per_round_and_responses_logged_before_update(countries, sim_model, monkeypatch):
+    calls = []
+    orig_score = type(sim_model).score
+
+    def score(self, requests):
+        calls.append(len(requests))
+        return orig_score(self, requests)
+
+    monkeypatch.setattr(type(sim_model), "score", score)
+    run = make_run(countries, sim_model, budget=48, convergence=False)
+    engine = run.engine
+    seen = []
+    orig_update = engine.pkg.update
+
+    def update(edges, correct):
+        # At update time this round's responses must already be in the store.
+        seen.append(run.store.logged_responses(engine.round + 1, "score") is not None)
+        return orig_update(edges, correct)
+
+    engine.pkg.update = update
+    run.finish()
+    # 3 rounds of 16 ZP-LKE tasks with 5 options each: one call of 80 requests per round.
+    assert calls == [80, 80, 80]
+    assert seen == [True, True, True]
+    assert run.store.num_logged_requests() == 240
+
+
+def test_events_and_early_stop_then_resume_equals_unbroken(tmp_path, countries, sim_model):
+    unbroken = make_run(countries, sim_model, store=tmp_path / "a.kgrun").finish()
+    events = []
+    run = make_run(countries, sim_model, store=tmp_path / "b.kgrun", listeners=[events.append])
+    for summary in run.rounds():
+        if summary.round == 2:
+            break
+    assert run.status == "stopped" and run.rounds_played == 2
+    kinds = [type(e).__name__ for e in events]
+    assert kinds[:5] == ["RunStarted", "RoundStarted", "RoundFinished", "RoundStarted", "RoundFinished"]
+    assert isinstance(events[-1], RunFinished) and events[-1].reason == "stopped"
+    run.close()
+    resumed = kgprobe.resume(tmp_path / "b.kgrun", sim_model)
+    assert resumed.is_finished and resumed.stop_reason == unbroken.stop_reason
+    assert_same_run(unbroken, resumed)
+
+
+def test_a_round_answered_but_not_committed_is_replayed(tmp_path, countries, sim_model, monkeypatch):
+    unbroken = make_run(countries, sim_model, store=tmp_path / "a.kgrun").finish()
+    run = make_run(countries, sim_model, store=tmp_path / "b.kgrun")
+    engine = run.engine
+    orig_update = engine.pkg.update
+
+    def crash_in_round_3(edges, correct):
+        if engine.round + 1 == 3:
+            raise RuntimeError("simulated crash between logging and update")
+        return orig_update(edges, correct)
+
+    engine.pkg.update = crash_in_round_3
+    with pytest.raises(RuntimeError):
+        run.finish()
+    assert run.rounds_played == 2 and run.store.logged_responses(3, "score") is not None
+    run.close()
+
+    asked = []
+    orig_score = type(sim_model).score
+    monkeypatch.setattr(type(sim_model), "score", lambda self, reqs: asked.append(len(reqs)) or orig_score(self, reqs))
+    resumed = kgprobe.resume(tmp_path / "b.kgrun", sim_model)
+    h = resumed.history()
+    assert h[2]["replayed"] is True and not any(x["replayed"] for x in h[:2] + h[3:])
+    # Round 3 came from the store: the model was asked only for rounds 4..6.
+    assert len(asked) == len(h) - 3
+    assert_same_run(unbroken, resumed)
+
+
+def test_keyboard_interrupt_leaves_a_resumable_run(tmp_path, countries, sim_model):
+    unbroken = make_run(countries, sim_model, store=tmp_path / "a.kgrun").finish()
+
+    def ctrl_c(event):
+        if isinstance(event, RoundFinished) and event.summary.round == 4:
+            raise KeyboardInterrupt
+
+    run = make_run(countries, sim_model, store=tmp_path / "b.kgrun", listeners=[ctrl_c])
+    with pytest.raises(KeyboardInterrupt):
+        run.finish()
+    assert run.status == "interrupted" and run.rounds_played == 4
+    run.close()
+    assert_same_run(unbroken, kgprobe.resume(tmp_path / "b.kgrun", sim_model))
+
+
+def test_resume_refuses_another_model(tmp_path, countries, theta, sim_model):
+    from kgprobe.simulation.model import SimulatedModel
+
+    make_run(countries, sim_model, store=tmp_path / "a.kgrun", max_rounds=1).finish().close()
+    with pytest.raises(InputError, match="was made with model"):
+        kgprobe.resume(tmp_path / "a.kgrun", SimulatedModel(countries, theta, seed=12))
+
+
+def test_resume_can_extend_a_finished_run(tmp_path, countries, sim_model):
+    run = make_run(countries, sim_model, store=tmp_path / "a.kgrun", budget=32, convergence=False).finish()
+    assert run.queries_spent == 32
+    run.close()
+    longer = kgprobe.resume(tmp_path / "a.kgrun", sim_model, budget=64)
+    assert longer.queries_spent == 64 and longer.rounds_played == 4
+    straight = make_run(countries, sim_model, budget=64, convergence=False).finish()
+    assert_same_run(straight, longer)
+
+
+def test_convergence_stops_the_run(countries, sim_model):
+    # A huge tolerance converges as soon as the window is full: window 2 -> after round 3.
+    run = make_run(countries, sim_model, budget=None, max_rounds=10, convergence=(2, 1.0)).finish()
+    assert run.stop_reason == "converged" and run.rounds_played == 3
+    assert [h["converged"] for h in run.history()] == [False, False, True]
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(budget=10), "below one batch"),
+        (dict(batch_size=0), "batch size must be a positive integer"),
+        (dict(batch_size=100_000), "larger than the 3246 active edges"),
+        (dict(method="telepathy"), "unknown probe method 'telepathy'"),
+        (dict(sampler="oracle"), "unknown sampler 'oracle'"),
+        (dict(convergence=(1, 0.01)), "convergence window must be an integer >= 2"),
+    ],
+)
+def test_bad_settings_are_input_errors(countries, sim_model, kw, message):
+    with pytest.raises(InputError, match=message):
+        make_run(countries, sim_model, **kw)
+
+
+def test_engine_config_round_trips_and_rejects_unknown_keys():
+    cfg = EngineConfig(method="hard", budget=640, probe_options={"x": 1}, prior=(2.0, 1.0))
+    assert EngineConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(InputError, match="unknown run setting"):
+        EngineConfig.from_dict({"methd": "hard"})
