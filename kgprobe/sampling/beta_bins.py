@@ -56,8 +56,12 @@ def ensure_bins(pkg) -> np.ndarray:
     """The bin of every edge of ``pkg``, computed once and then kept current by ``pkg.update``."""
     if pkg._bins is None:
         base = min(pkg.prior)
-        bins = bin_of(pkg.alpha, pkg.beta, base)
-        bins[~pkg.active] = DEAD
+        bins = np.empty(pkg.num_edges, dtype=np.uint16)
+        step = 1 << 20  # chunks keep the float temporaries small on 10⁷-edge graphs
+        for lo in range(0, pkg.num_edges, step):
+            hi = min(pkg.num_edges, lo + step)
+            bins[lo:hi] = bin_of(pkg.alpha[lo:hi], pkg.beta[lo:hi], base)
+            bins[lo:hi][~pkg.active[lo:hi]] = DEAD
         pkg._bins = bins
     return pkg._bins
 

@@ -84,15 +84,21 @@ def top_n_threshold(pkg, n: int, rng, exclude: np.ndarray) -> np.ndarray:
     always = scaled >= _TWO32  # bins whose bound is (numerically) 1: every edge is a candidate
     table = np.zeros(65536, dtype=np.uint32)
     table[occupied] = np.where(always, 0, scaled).astype(np.uint32)
-    u = rng.integers(0, 2**32, size=bins.shape[0], dtype=np.uint32)
-    is_cand = u < np.take(table, bins)
-    del u
+    always_table = None
     if always.any():
         always_table = np.zeros(65536, dtype=bool)
         always_table[occupied[always]] = True
-        is_cand |= always_table[bins]
-    cand = np.flatnonzero(is_cand)
-    del is_cand
+    # In chunks: a uint16 fancy index is widened to int64 internally, which on 10⁷
+    # edges would cost 80 MB at once.
+    parts = []
+    step = 1 << 20
+    for lo in range(0, bins.shape[0], step):
+        b = bins[lo : lo + step]
+        hit = rng.integers(0, 2**32, size=b.shape[0], dtype=np.uint32) < table[b]
+        if always_table is not None:
+            hit |= always_table[b]
+        parts.append(np.flatnonzero(hit) + lo)
+    cand = np.concatenate(parts)
     eff = np.zeros(65536, dtype=np.float64)
     eff[occupied] = np.where(always, 1.0, scaled / _TWO32)
     a, b = pkg.alpha[cand], pkg.beta[cand]
