@@ -102,7 +102,7 @@ def handle(args) -> int:
     top_k = [k for k in args.top_k if k <= kg.num_active] or [kg.num_active]
     result = run_study_on_kg(kg, theta, specs=specs, batch=args.batch, epochs=args.epochs,
                              seeds=range(args.seeds), top_k=top_k)
-    ratio_epochs = min(4.5, math.floor(args.epochs * 2) / 2)
+    ratio_epochs = min(4.5, args.epochs)  # KGLens' reference point, or the whole budget if smaller
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     payload = {
@@ -112,7 +112,7 @@ def handle(args) -> int:
         **result.to_json(epochs=ratio_epochs),
     }
     json_path = out / "study.json"
-    json_path.write_text(json.dumps(payload, default=lambda x: None if not math.isfinite(x) else x))
+    json_path.write_text(json.dumps(payload, allow_nan=False))
     png_path = plot_study(result, out / "study.png", title=f"{kg.name}: θ* {theta_source}")
 
     k_main = max(top_k)

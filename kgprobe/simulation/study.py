@@ -98,7 +98,11 @@ class StudyResult:
             "mse_mean": {
                 lab: {str(k): self.mean_curve(lab, k).tolist() for k in self.top_k} for lab in self.mse
             },
-            "ratios": {str(k): self.ratios(epochs=epochs, k=k) for k in self.top_k},
+            # null = the configuration never reached the reference MSE (strict JSON has no inf)
+            "ratios": {
+                str(k): {lab: (r if math.isfinite(r) else None) for lab, r in self.ratios(epochs=epochs, k=k).items()}
+                for k in self.top_k
+            },
             "ratio_epochs": epochs,
         }
 
