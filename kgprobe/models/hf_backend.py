@@ -288,9 +288,13 @@ class TransformersModel(LanguageModel):
         if not encoded:
             return []
         with self._torch.inference_mode():
-            if self.share_prefix and not self._sliding:
-                return self._score_shared(encoded)
-            return self._score_full(encoded)
+            if not self.share_prefix or self._sliding:
+                return self._score_full(encoded)
+            results: list[ScoreResult | None] = [None] * len(encoded)
+            for family in self._families(encoded):
+                for index, result in zip(family, self._score_shared([encoded[i] for i in family])):
+                    results[index] = result
+            return results  # type: ignore[return-value]
 
     def score_unshared(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """Reference scoring: every sequence run on its own (batched with padding)."""
@@ -410,6 +414,39 @@ class TransformersModel(LanguageModel):
             results[owner] = ScoreResult(tuple(lps), all(gs))
 
     # ------------------------------------------------------------------ shared-prefix scoring
+    def _families(self, encoded: list[_Encoded]) -> list[list[int]]:
+        """Split request indices into families, each scored with its own batch prefix.
+
+        A batch can mix relations, each with its own long example prefix and only a few
+        tokens in common. In sorted order, the common prefix of a run of sequences is the
+        minimum of adjacent common prefixes ``m``; cutting where it is reached gives
+        sub-runs with longer prefixes ``L_j``. Cutting costs ``m`` tokens per extra family
+        and saves ``L_j - m`` tokens for every context after the first in sub-run ``j``
+        (otherwise each context's row recomputes them), so cut when that pays, recursively.
+        """
+        order = sorted(range(len(encoded)), key=lambda i: encoded[i].ids)
+        adjacent = [
+            _common_prefix_len(encoded[a].ids, encoded[b].ids, 1 << 30) for a, b in zip(order, order[1:])
+        ]
+        contexts = [tuple(encoded[i].ids[: encoded[i].boundary]) for i in order]
+
+        def split(lo: int, hi: int) -> list[list[int]]:  # sorted positions [lo, hi)
+            if hi - lo < 2:
+                return [order[lo:hi]]
+            inner = adjacent[lo : hi - 1]
+            m = min(inner)
+            cuts = [lo] + [lo + 1 + k for k, v in enumerate(inner) if v == m] + [hi]
+            parts = list(zip(cuts, cuts[1:]))
+            saved = sum(
+                (len(set(contexts[a:b])) - 1) * ((min(adjacent[a : b - 1]) if b - a > 1 else m) - m)
+                for a, b in parts
+            )
+            if len(parts) < 2 or saved <= (len(parts) - 1) * m:
+                return [order[lo:hi]]
+            return [family for a, b in parts for family in split(a, b)]
+
+        return split(0, len(order))
+
     def _plan_rows(self, encoded: list[_Encoded], prefix_len: int) -> list[_Row]:
         groups: dict[tuple[int, ...], list[int]] = {}
         for index, enc in enumerate(encoded):

@@ -227,3 +227,27 @@ def test_each_request_stops_on_its_own_strings(tiny):
         GenerateRequest(prompt, max_tokens=6, stop=("never appears",)),
     ])
     assert out == [full[: full.find("s ")], full]
+
+
+def test_two_relation_prefixes_in_one_batch(plain):
+    # An engine round mixes relations: each relation's example prefix is run once, not
+    # once per fact. Expected work = both prefixes + each subject + each option (by hand:
+    # every subject/option below is a single token after its prefix).
+    model = tiny_model(seed=0)
+    tok = model.tokenizer
+    capitals = "France Paris, Germany Berlin, Italy Rome, Poland Warsaw, Austria Vienna,"
+    currencies = "Japan yen, Mexico peso, India rupee, Russia ruble, Brazil real, Sweden krona,"
+    requests = [
+        ScoreRequest(capitals + " Spain", " Madrid"), ScoreRequest(currencies + " China", " dollar"),
+        ScoreRequest(capitals + " Spain", " Lisbon"), ScoreRequest(currencies + " China", " euro"),
+        ScoreRequest(capitals + " Japan", " Tokyo"),
+    ]
+    n_caps, n_curr = len(_ids(tok, capitals)), len(_ids(tok, currencies))
+    assert (n_caps, n_curr) == (15, 24)
+    singles = [" Spain", " China", " Japan", " Madrid", " Lisbon", " dollar", " euro", " Tokyo"]
+    assert all(len(_ids(tok, w)) == 1 for w in singles)
+    results = model.score(requests)
+    assert model.tokens_run == n_caps + n_curr + 3 + 5  # 3 subjects, 5 options
+    for request, result in zip(requests, results):
+        ids, boundary = model.encode(request.context, request.continuation)
+        assert result.token_logprobs == pytest.approx(plain(model.model, ids, boundary)[0], abs=1e-5)
