@@ -170,6 +170,13 @@ def handle(args) -> int:
 
 
 def _vllm(facts: list[dict]) -> dict:
+    """The vLLM side of the same run, from the server engineer's backend.
+
+    Contract: ``bench_vllm_scoring(facts) -> dict`` gets the exact items scored here
+    (``{"context": str, "options": [str, ...], "gold": int}``, options start with a
+    space) and returns numbers such as ``facts_per_s``; its keys are copied into the
+    result with a ``vllm_`` prefix. Unavailable or failing vLLM yields a ``vllm_note``.
+    """
     try:
         from kgprobe.models.vllm_backend import bench_vllm_scoring
     except ImportError as exc:
