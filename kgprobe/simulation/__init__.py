@@ -1,5 +1,6 @@
 """Simulation: realistic θ*, a simulated model, and the KGLens §2.4 efficiency study."""
 
+from kgprobe.simulation.model import SimulatedModel
 from kgprobe.simulation.study import (
     DEFAULT_SPECS,
     SamplerSpec,
@@ -12,6 +13,6 @@ from kgprobe.simulation.study import (
 from kgprobe.simulation.theta import ThetaSettings, generate_theta, theta_for_kg
 
 __all__ = [
-    "DEFAULT_SPECS", "SamplerSpec", "StudyResult", "ThetaSettings", "efficiency_ratio",
+    "DEFAULT_SPECS", "SamplerSpec", "SimulatedModel", "StudyResult", "ThetaSettings", "efficiency_ratio",
     "estimator_coverage", "generate_theta", "run_study", "run_study_on_kg", "theta_for_kg",
 ]
