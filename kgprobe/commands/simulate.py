@@ -120,7 +120,7 @@ def handle(args) -> int:
     marks = sorted({e for e in (1, 2, ratio_epochs) if e <= args.epochs})
     table = Table(title=f"{kg.name}: {result.num_active} active edges, θ* {theta_source}, "
                         f"{args.seeds} seeds, batch {args.batch}")
-    table.add_column("sampler")
+    table.add_column("sampler", no_wrap=True)
     for e in marks:
         table.add_column(f"top-{k_main} MSE @ {e:g} ep", justify="right")
     table.add_column(f"queries to BF@{ratio_epochs:g}ep MSE (ratio)", justify="right")
