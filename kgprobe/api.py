@@ -187,6 +187,10 @@ class Run:
         return self.store.model_identity
 
     @property
+    def model_name(self) -> str:
+        return self.store.model_name
+
+    @property
     def status(self) -> str:
         return self.store.status
 
@@ -360,7 +364,8 @@ class Run:
             "stop_reason": self.stop_reason,
             "kg": {"name": self.kg.name, "fingerprint": self.store.meta("kg_fingerprint"),
                    "active_edges": self.kg.num_active, "edges": self.kg.num_edges},
-            "model": self.model_identity,
+            "model": self.model_name,
+            "model_identity": self.model_identity,
             "config": self.config.to_dict(),
             "rounds": self.rounds_played,
             "queries_spent": self.queries_spent,
@@ -478,7 +483,8 @@ def _open_new_store(store, kg: KnowledgeGraph, config: EngineConfig, model: Lang
     else:
         p = Path(store)
         path = str(new_run_path(p, kg.name, config.method) if (p.is_dir() or str(store).endswith(os.sep)) else p)
-    return RunStore.create(path, config=config.to_dict(), kg=kg, model_identity=model.identity, model_spec=spec)
+    return RunStore.create(path, config=config.to_dict(), kg=kg, model_identity=model.identity, model_spec=spec,
+                           model_name=model.name)
 
 
 def open_run(path: str | os.PathLike) -> Run:

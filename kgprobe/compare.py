@@ -57,7 +57,7 @@ def compare_runs(runs: list[Run], names: list[str] | None = None) -> Comparison:
             "these runs were made on different KGs (their KG fingerprints differ); η and side-by-side "
             "rates are only meaningful on the same graph"
         )
-    names = names or [r.model_identity for r in runs]
+    names = names or [r.model_name for r in runs]
     probed = [(r.successes + r.failures) > 0 for r in runs]
     known = [r.successes > r.failures for r in runs]
     k = len(runs)

@@ -60,7 +60,11 @@ def sparkline(values: list[float]) -> str:
     vals = [v for v in values if v is not None and math.isfinite(v)]
     if not vals:
         return ""
+    # At least a 10-point span, so that noise of a point or two does not fill the height.
     lo, hi = min(vals), max(vals)
+    if hi - lo < 0.1:
+        mid = (hi + lo) / 2
+        lo, hi = mid - 0.05, mid + 0.05
     span = hi - lo
     return "".join(_SPARK[0 if span == 0 else min(7, int((v - lo) / span * 7.999))] for v in vals)
 
@@ -89,7 +93,7 @@ class LiveView:
     def __enter__(self):
         if self.mode == "live":
             self._live = Live(console=self.console, get_renderable=self.render, refresh_per_second=2,
-                              transient=False, redirect_stdout=False, redirect_stderr=False)
+                              transient=False, redirect_stdout=True, redirect_stderr=True)
             self._live.__enter__()
         return self
 
@@ -223,7 +227,6 @@ class LiveView:
         st = self.started
         head = Text()
         if st is not None:
-            head.append("kgprobe ", style="bold")
             head.append(f"{st.model} · {st.kg_name} ({st.num_active:,} edges) · {st.config.method} · "
                         f"{st.config.sampler} · batch {st.config.batch_size} · seed {st.config.seed}")
         status = self._status_line()
@@ -231,8 +234,8 @@ class LiveView:
         metrics = self._metrics_table()
         weak = self._weak_tables(width)
         body = Group(head, progress, status, metrics, weak)
-        title = "finished" if self.finished else "probing"
-        return Panel(body, title=f"[bold]{title}[/]", title_align="left", border_style="blue", padding=(0, 1))
+        title = f"finished ({self.finished.reason})" if self.finished else "probing"
+        return Panel(body, title=f"[bold]kgprobe: {title}[/]", title_align="left", border_style="blue", padding=(0, 1))
 
     def _progress(self):
         s = self.last
@@ -261,8 +264,9 @@ class LiveView:
     def _status_line(self) -> Text:
         t = Text()
         if self.current_round is not None and self.round_started_at is not None:
-            t.append(f"round {self.current_round}: asking the model… "
-                     f"{fmt_duration(time.perf_counter() - self.round_started_at)}  ", style="yellow")
+            t.append(f"round {self.current_round} running "
+                     f"{fmt_duration(time.perf_counter() - self.round_started_at)}", style="yellow")
+            t.append(" · ")
         rps = self.responses_per_second()
         t.append(f"{rps:,.1f} responses/s" if math.isfinite(rps) else "-- responses/s")
         t.append(f" · elapsed {fmt_duration(time.perf_counter() - self.t_start)}")
@@ -302,7 +306,7 @@ class LiveView:
 
     def _weak_tables(self, width: int):
         # Side by side at any width: stacked tables would not fit a 24-line terminal.
-        name_width = max(10, min(40, (width - 8) // 2 - 19))
+        name_width = max(10, min(40, (width - 6) // 2 - 18))
         preds = Table(title="weakest predicates", title_justify="left", box=None, padding=(0, 1), pad_edge=False)
         preds.add_column("predicate", overflow="ellipsis", no_wrap=True, max_width=name_width)
         preds.add_column("zero-sense", justify="right", no_wrap=True)
@@ -315,7 +319,7 @@ class LiveView:
         ents.add_column("edges", justify="right", no_wrap=True)
         for eid, m in (self.last.weakest_entities if self.last else []):
             ents.add_row(self._entity_label(eid), f"{m.zero_sense_rate:.0%}", str(m.probed_edges))
-        grid = Table.grid(padding=(0, 4))
+        grid = Table.grid(padding=(0, 2))
         grid.add_column()
         grid.add_column()
         grid.add_row(preds, ents)

@@ -275,6 +275,7 @@ class RunStore:
         kg: KnowledgeGraph,
         model_identity: str,
         model_spec: str = "",
+        model_name: str = "",
     ) -> "RunStore":
         """A new run file at ``path`` (must not exist); ``":memory:"`` for an in-memory store."""
         path = str(path)
@@ -305,6 +306,7 @@ class RunStore:
                     "config": _json(config),
                     "model_identity": model_identity,
                     "model_spec": model_spec,
+                    "model_name": model_name or model_identity,
                     "kg_fingerprint": kg_fingerprint(kg),
                     "status": "running",
                     "stop_reason": "",
@@ -383,6 +385,11 @@ class RunStore:
     @property
     def model_identity(self) -> str:
         return self.meta("model_identity")
+
+    @property
+    def model_name(self) -> str:
+        """A short display name of the model (its identity for older files)."""
+        return self.meta("model_name") or self.model_identity
 
     @property
     def model_spec(self) -> str:

@@ -67,7 +67,7 @@ def _short_names(runs) -> list[str]:
     """Model identity plus method; the file name when two runs would look the same."""
     from pathlib import Path
 
-    names = [f"{r.model_identity} · {r.config.method}" for r in runs]
+    names = [f"{r.model_name} · {r.config.method}" for r in runs]
     if len(set(names)) < len(names):
         names = [f"{n} · {Path(r.path).name}" for n, r in zip(names, runs)]
     return names

@@ -30,8 +30,8 @@ DEFAULTS = {
     "model": "default",
     "method": "zp-lke",
     "sampler": "thompson",
-    "budget": 384,
-    "batch_size": 64,
+    "budget": 256,
+    "batch_size": 32,
     "max_rounds": None,
     "seed": 0,
     "propagation_weight": 1.0,
@@ -47,6 +47,14 @@ DEFAULTS = {
     "quiet": False,
     "plain": False,
 }
+
+
+#: Probe settings of the default method when neither the command line nor a config
+#: file gives any: ZP-LKE with 20 examples and 20 options (gold + 19) instead of the
+#: paper's 50 and 100 costs ~1 s of CPU per fact on the default model instead of ~3.5 s,
+#: which keeps ``kgprobe run`` with no arguments within minutes on 2 cores. The paper's
+#: protocol: ``--probe-option num_examples=50 --probe-option num_distractors=99``.
+DEFAULT_PROBE_OPTIONS = {"zp-lke": {"num_examples": 20, "num_distractors": 19}}
 
 
 def register(subparsers) -> None:
@@ -74,8 +82,8 @@ def register(subparsers) -> None:
     s.add_argument("--sampler-option", action="append", default=S, metavar="KEY=VALUE", help="a sampler setting")
     s.add_argument("--audit-fraction", type=float, default=S,
                    help="share of each batch drawn uniformly for the unbiased KG accuracy estimate (default 0.125)")
-    s.add_argument("--budget", type=int, default=S, help="model queries to spend (default 384)")
-    s.add_argument("--batch-size", type=int, default=S, help="edges per round (default 64)")
+    s.add_argument("--budget", type=int, default=S, help="model queries to spend (default 256)")
+    s.add_argument("--batch-size", type=int, default=S, help="edges per round (default 32)")
     s.add_argument("--max-rounds", type=int, default=S, help="stop after this many rounds")
     s.add_argument("--seed", type=int, default=S, help="seed of the whole run (default 0)")
     s.add_argument("--propagation-weight", type=float, default=S, help="one-hop propagation weight w (default 1)")
@@ -137,6 +145,8 @@ def settings_from_args(args: argparse.Namespace) -> dict:
         settings["sampler_options"] = {**settings["sampler_options"],
                                        **_parse_kv(given.pop("sampler_option"), "--sampler-option")}
     settings.update(given)
+    if not settings["probe_options"]:
+        settings["probe_options"] = dict(DEFAULT_PROBE_OPTIONS.get(settings["method"], {}))
     return settings
 
 
@@ -155,12 +165,24 @@ def resolve_kg_setting(settings: dict):
 def load_model_setting(spec: str, cache: str | None):
     from kgprobe.api import resolve_model
 
+    _quiet_model_loading()
     model, _ = resolve_model(spec)
     if cache:
         from kgprobe.models.cache import CachedModel
 
         model = CachedModel(model, cache)
     return model
+
+
+def _quiet_model_loading() -> None:
+    """No per-file download/loading progress bars: they would garble the live view and logs."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except Exception:  # transformers is optional for API-only backends
+        pass
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -258,7 +280,7 @@ def print_outcome(run, *, quiet: bool = False) -> None:
               f"over {m.probed_edges} probed edges; KG accuracy {est_txt}")
         return
     out = Console(highlight=False, soft_wrap=False)
-    t = Table(title=f"{run.model_identity} on {run.kg.name}: {run.rounds_played} rounds, "
+    t = Table(title=f"{run.model_name} on {run.kg.name}: {run.rounds_played} rounds, "
                     f"{run.queries_spent} queries ({run.stop_reason})", title_justify="left")
     t.add_column("metric")
     t.add_column("value", justify="right")

@@ -35,7 +35,7 @@ def test_unknown_method(tmp_path):
 def test_budget_below_one_batch(tmp_path):
     p = kgprobe("run", "--budget", "10", "--out", str(tmp_path))
     assert p.returncode == 2
-    assert "budget 10 is below one batch (64 edges" in p.stderr
+    assert "budget 10 is below one batch (32 edges" in p.stderr
 
 
 def test_unknown_model_name(tmp_path):
