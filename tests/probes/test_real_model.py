@@ -1,0 +1,116 @@
+"""The probes end to end on the real default model (SmolLM2-135M-Instruct). Slow."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from kgprobe.probes import make_probe
+from kgprobe.probes.belief import run_belief
+from kgprobe.probes.common import ProbeWarning
+from kgprobe.probes.kglens import KGLensProbe, LLMJudge, LLMQuestionGenerator
+from kgprobe.probes.monitor import run_monitor
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def model():
+    import torch
+
+    from kgprobe.models.registry import load_model
+
+    torch.set_num_threads(1)
+    m = load_model("default")
+    yield m
+    m.close()
+
+
+@pytest.fixture(scope="module")
+def countries():
+    from kgprobe.sources.embedded import load_embedded_kg
+
+    return load_embedded_kg("countries")
+
+
+def edge_of(kg, subject_label, predicate):
+    for j in kg.edges_of_predicate(predicate):
+        t = kg.triple(int(j))
+        if kg.label(t.subject) == subject_label:
+            return int(j)
+    raise AssertionError(f"no {predicate} edge for {subject_label}")
+
+
+def run(kg, model, probe, edge, seed=0):
+    task = probe.render(kg, edge, np.random.default_rng(seed))
+    scores = model.score(task.score_requests) if task.score_requests else []
+    gens = model.generate(task.generate_requests) if task.generate_requests else []
+    return task, probe.verify(kg, task, scores, gens)
+
+
+def test_zp_lke_knows_the_official_language_of_italy(countries, model):
+    # Checked by hand on this model (seeds 0 and 1): with 50 language examples "Italian"
+    # gets 0.97 / 0.92 of the mass among 100 languages and is the greedy continuation.
+    # (For France's capital it answers "Djibouti": an example "Djibouti Djibouti" is copied.)
+    edge = edge_of(countries, "Italy", "P37")
+    task, verdict = run(countries, model, make_probe("zp-lke"), edge)
+    assert len({r.context for r in task.score_requests}) == 1 and len(task.score_requests) == 100
+    assert verdict.correct and verdict.answer == "Italian" and verdict.detail["gold_prob"] > 0.5
+    _, gen = run(countries, model, make_probe("zp-lke-gen"), edge, seed=1)
+    assert gen.correct and gen.answer == "Italian"
+
+
+def test_kglens_wh_and_yes_no_on_a_known_fact(countries, model):
+    # Seed 0 asks "Where is the seat of government of France?"; checked by hand: the model
+    # answers "The seat of government of France is Paris."
+    edge = edge_of(countries, "France", "P36")
+    probe = make_probe("wh", use_alias=False)
+    task, verdict = run(countries, model, probe, edge)
+    assert task.payload["type"] == "wh" and task.question == "Where is the seat of government of France?"
+    assert "Paris" in verdict.answer and verdict.correct
+    yn = make_probe("yes-no-logprob")
+    task, verdict = run(countries, model, yn, edge, seed=1)
+    assert 0.0 < verdict.detail["p_yes"] < 1.0 and verdict.answer in ("Yes", "No")
+
+
+def test_monitor_and_belief_run(countries, model):
+    edges = [edge_of(countries, c, "P36") for c in ("France", "Germany", "Italy", "Japan")]
+    result = run_monitor(countries, model, edges, rng=np.random.default_rng(0))
+    assert result.num_facts == 4
+    assert result.num_valid + result.num_invalid_anchor + result.num_no_negatives == 4
+    for fact in result.facts:
+        if fact.valid:
+            assert 0 <= fact.pfd <= 1 and 0 <= fact.ird <= 1 and 0 < fact.anchor_prob <= 1
+    belief = run_belief(countries, model, edges[:2], setting="template", max_names=1, num_resamples=200,
+                        rng=np.random.default_rng(0))
+    # 8 cloze templates of P36 × 1 subject name × 2 facts
+    assert belief.num_prompts == 16 and belief.num_facts == 2
+    assert 0 <= belief.accuracy_mean <= 1 and 0 <= belief.consistency <= 1
+    assert belief.coverage.average <= belief.coverage.maximum <= belief.coverage.oracle
+
+
+def test_llm_questions_are_cached(countries, model, tmp_path):
+    cache = tmp_path / "questions.json"
+    generator = LLMQuestionGenerator(model, cache)
+    probe = KGLensProbe("wh", questions=generator)
+    edge = edge_of(countries, "Germany", "P36")
+    first = probe.render(countries, edge, np.random.default_rng(0)).question
+    assert generator.generated == 1 and first.endswith("?") and "Berlin" not in first
+    again = LLMQuestionGenerator(model, cache)  # a new run reads the cache file
+    second = KGLensProbe("wh", questions=again).render(countries, edge, np.random.default_rng(0)).question
+    assert second == first and again.generated == 0
+    assert len(json.loads(cache.read_text())) == 1
+    judge = LLMJudge(model)
+    assert judge.judge("What is the capital of Germany?", ["Berlin"], "Berlin is the capital.") in (True, False, None)
+
+
+def test_every_probe_name_runs(countries, model):
+    edge = edge_of(countries, "Italy", "P37")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProbeWarning)
+        for name in ("zp-lke", "zp-lke-gen", "hgp", "hgp-gen", "yes-no", "yes-no-logprob", "wh", "easy", "hard"):
+            task, verdict = run(countries, model, make_probe(name), edge)
+            assert isinstance(verdict.correct, bool) and task.num_queries >= 1
