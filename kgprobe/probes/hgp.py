@@ -41,7 +41,7 @@ class HumanPromptProbe(Probe):
             raise InputError(f"num_distractors must be >= 0, got {num_distractors}")
         self.num_distractors = num_distractors
         self.template_index = template_index
-        self._warn = WarnOnce()
+        self.warn = WarnOnce()
 
     def render(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> ProbeTask:
         t = kg.triple(edge)
@@ -51,7 +51,7 @@ class HumanPromptProbe(Probe):
         context = fill(template, subject)
         distractors = sample_distractors(kg, t.subject, t.predicate, self.num_distractors, rng)
         if len(distractors) < self.num_distractors:
-            self._warn(
+            self.warn(
                 "distractors",
                 t.predicate,
                 f"predicate {t.predicate}: only {len(distractors)} wrong options available for some facts "

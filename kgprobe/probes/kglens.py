@@ -214,7 +214,7 @@ class KGLensProbe(Probe):
         if mode not in self.MODES:
             raise InputError(f"unknown KGLens mode {mode!r}; choose one of {', '.join(self.MODES)}")
         self.mode = mode
-        self.name = {"yes-no": "yes-no", "wh": "wh", "easy": "easy", "hard": "hard"}[mode]
+        self.name = mode
         self.questions = questions
         self.judge = judge
         self.chat = chat

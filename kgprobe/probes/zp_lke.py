@@ -77,7 +77,7 @@ class _ZeroPromptContext:
         self.pair_sep = pair_sep
         self.fixed_examples = fixed_examples
         self.example_seed = example_seed
-        self._warn = WarnOnce()
+        self.warn = WarnOnce()
         self._fixed_orders: dict[str, np.ndarray] = {}
 
     def _pool(self, kg: KnowledgeGraph, edge: int) -> np.ndarray:
@@ -98,7 +98,7 @@ class _ZeroPromptContext:
         predicate = kg.triple(edge).predicate
         n = min(self.num_examples, len(pool))
         if n < self.num_examples:
-            self._warn(
+            self.warn(
                 "examples",
                 predicate,
                 f"predicate {predicate}: only {len(pool)} other facts can serve as examples, "
@@ -159,7 +159,7 @@ class ZeroPromptProbe(Probe):
         gold = name_of(kg, t.object, edge=edge, role="object")
         distractors = sample_distractors(kg, t.subject, t.predicate, self.num_distractors, rng)
         if len(distractors) < self.num_distractors:
-            self.builder._warn(
+            self.builder.warn(
                 "distractors",
                 t.predicate,
                 f"predicate {t.predicate}: only {len(distractors)} wrong options available for some facts "

@@ -25,8 +25,12 @@ def test_zp_lke_with_one_usable_example_renders_exactly(tiny_kg):
     # Probing edge 0 (France capital Paris): the only other P36 fact is Germany Berlin, so
     # the context is fixed whatever the seed; the only distractor is Berlin (2 options).
     probe = make_probe("zp-lke", num_examples=50)
-    with pytest.warns(ProbeWarning, match="only 1 other facts"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         task = probe.render(tiny_kg, 0, rng())
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == 2
+    assert "only 1 other facts can serve as examples" in messages[1] and "only 1 wrong options" in messages[0]
     assert [r.context for r in task.score_requests] == ["Germany Berlin, France"] * 2
     assert sorted(r.continuation for r in task.score_requests) == [" Berlin", " Paris"]
     assert task.payload["options"][task.payload["gold_index"]] == "Paris"
@@ -127,7 +131,8 @@ def test_zp_lke_generation_request(tiny_kg):
 
 def test_hgp_uses_the_predicate_template(tiny_kg):
     probe = make_probe("hgp", template_index=0)
-    task = probe.render(tiny_kg, 0, rng())
+    with pytest.warns(ProbeWarning, match="only 1 wrong options"):
+        task = probe.render(tiny_kg, 0, rng())
     assert {r.context for r in task.score_requests} == {"The capital of France is"}
     assert sorted(r.continuation for r in task.score_requests) == [" Berlin", " Paris"]
     gen = make_probe("hgp-gen", template_index=2).render(tiny_kg, 1, rng())
@@ -149,7 +154,8 @@ def test_unknown_predicate_gets_generic_templates():
     kg = KnowledgeGraph(
         [Entity("a", "Alpha"), Entity("b", "Beta")], [Predicate("P9999", "twinned with")], [Triple("a", "P9999", "b")]
     )
-    task = make_probe("hgp", template_index=0).render(kg, 0, rng())
+    with pytest.warns(ProbeWarning, match="only 0 wrong options"):
+        task = make_probe("hgp", template_index=0).render(kg, 0, rng())
     assert task.score_requests[0].context == 'The "twinned with" of Alpha is'
 
 
