@@ -30,7 +30,7 @@ def test_zp_lke_with_one_usable_example_renders_exactly(tiny_kg):
         task = probe.render(tiny_kg, 0, rng())
     messages = sorted(str(w.message) for w in caught)
     assert len(messages) == 2
-    assert "only 1 other facts can serve as examples" in messages[1] and "only 1 wrong options" in messages[0]
+    assert "only 1 other facts can serve as examples" in messages[0] and "only 1 wrong options" in messages[1]
     assert [r.context for r in task.score_requests] == ["Germany Berlin, France"] * 2
     assert sorted(r.continuation for r in task.score_requests) == [" Berlin", " Paris"]
     assert task.payload["options"][task.payload["gold_index"]] == "Paris"
