@@ -187,7 +187,7 @@ def pearson(xs: list[float], ys: list[float]) -> float | None:
     if len(xs) < 3:
         return None
     x, y = np.asarray(xs, float), np.asarray(ys, float)
-    if x.std() == 0 or y.std() == 0:
+    if x.max() == x.min() or y.max() == y.min():
         return None
     return float(np.corrcoef(x, y)[0, 1])
 
