@@ -301,21 +301,21 @@ def _mentions(norm_response: str, golds: Sequence[str]) -> list[tuple[int, str, 
     return hits
 
 
-def _split_alternatives(norm_response: str) -> list[str]:
-    """The items of a disjunctive answer "x, y or z" (empty when there is no "or")."""
-    first_sentence = re.split(r"(?<=[.!?])\s", norm_response, maxsplit=1)[0]
+def _split_alternatives(response: str) -> list[str]:
+    """Normalized items of a disjunctive first sentence "x, y or z" (empty without "or")."""
+    first_sentence = re.split(r"(?<=[.!?])\s", response.strip(), maxsplit=1)[0].casefold()
     if not re.search(r"\bor\b", first_sentence):
         return []
-    parts = re.split(r"\s*(?:,|\bor\b|\beither\b|\bmaybe\b|\bperhaps\b|\bpossibly\b)\s*", first_sentence)
-    return [p.strip() for p in parts if p.strip()]
+    parts = re.split(r"[,;]|\b(?:or|either|maybe|perhaps|possibly)\b", first_sentence)
+    return [n for n in (normalize(p) for p in parts) if n]
 
 
 def _mask_echo(norm_response: str, echoed: Iterable[str], gold_variants: set[str]) -> str:
     """Blank out names the response merely repeats from the question.
 
     A model that echoes "Federated States of Micronesia (also known as …)" has not
-    answered "Micronesia". Echoed names are masked longest first, except a name that is
-    itself a gold answer (Djibouti's capital is Djibouti: the echo cannot be told apart).
+    answered "Micronesia". Every echoed name is masked, except a name that is itself a
+    gold answer (Djibouti's capital is Djibouti: the echo cannot be told apart).
     """
     masked = [False] * len(norm_response)
     for variant in {v for name in echoed for v in name_variants(name)} - gold_variants:
@@ -369,7 +369,7 @@ def match_answer(response: str, gold_names: Iterable[str], *, echoed: Iterable[s
     hits = _mentions(norm, golds)
     positive = [h for h in hits if not h[2]]
     if positive:
-        alternatives = _split_alternatives(norm)
+        alternatives = _split_alternatives(raw)
         if len(alternatives) >= 2:
             gold_variants = {v for g in golds for v in name_variants(g)}
             non_gold = [a for a in alternatives if not any(_find_all(a, v) for v in gold_variants)]
