@@ -448,7 +448,8 @@ class OpenAICompatibleModel(LanguageModel):
         if status == 404:
             return ModelError(
                 f"{url} answered 404 Not Found for model {self.model!r}: {detail}. Check the model name "
-                "(`GET /v1/models` lists what the server serves) and that the base URL ends in /v1."
+                "(`GET /v1/models` lists what the server serves) and that the base URL ends in /v1; "
+                "an endpoint without /completions is chat-only: use api='chat' (generation only)."
             )
         return ModelError(f"request {index} to {url} was rejected with HTTP {status}: {detail}")
 
