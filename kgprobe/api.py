@@ -19,6 +19,7 @@ and :class:`Run`.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import time
@@ -84,14 +85,21 @@ def resolve_kg(kg: KnowledgeGraph | str | os.PathLike) -> KnowledgeGraph:
     raise InputError(f"kg must be a KnowledgeGraph, a file path or an embedded KG name, not {type(kg).__name__}")
 
 
-def resolve_model(model: LanguageModel | str) -> tuple[LanguageModel, str]:
-    """``(model, spec)``: a LanguageModel as is, or a spec string loaded through the registry."""
+def resolve_model(model: LanguageModel | str, options: dict | None = None) -> tuple[LanguageModel, str]:
+    """``(model, spec)``: a LanguageModel as is, or a spec string loaded through the registry.
+
+    ``options`` are keyword arguments for the backend (e.g. ``base_urls`` for several
+    OpenAI-compatible servers, ``tensor_parallel_size`` for vLLM).
+    """
     if isinstance(model, LanguageModel):
         return model, ""
     if isinstance(model, str):
         from kgprobe.models.registry import load_model
 
-        return load_model(model), model
+        try:
+            return load_model(model, **(options or {})), model
+        except TypeError as exc:
+            raise InputError(f"model {model!r} does not take these options {sorted(options or {})}: {exc}") from None
     raise InputError(f"model must be a LanguageModel or a model spec string, not {type(model).__name__}")
 
 
@@ -528,14 +536,15 @@ def resume(
             config.max_rounds, changed = max_rounds, True
         if changed:
             config.validate(store.kg)
-            store.set_meta("config", __import__("json").dumps(config.to_dict(), sort_keys=True))
+            store.set_meta("config", json.dumps(config.to_dict(), sort_keys=True))
         if model is None:
             if not store.model_spec:
                 raise InputError(
                     f"run {store.path} was started with a model object, not a spec; pass the model to resume()"
                 )
             model = store.model_spec
-        model_obj, _ = resolve_model(model)
+        options = json.loads(store.meta("model_options") or "{}") if isinstance(model, str) else None
+        model_obj, _ = resolve_model(model, options)
         if model_obj.identity != store.model_identity:
             raise InputError(
                 f"run {store.path} was made with model {store.model_identity!r}, not {model_obj.identity!r}; "

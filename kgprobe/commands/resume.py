@@ -29,11 +29,14 @@ def handle(args: argparse.Namespace) -> int:
     from kgprobe.commands.run import load_model_setting, play
     from kgprobe.store import RunStore
 
+    import json
+
     path = find_run(args.run)
     spec = args.model
-    if spec is None:
-        with RunStore.open(path) as ro:
+    with RunStore.open(path) as ro:
+        options = json.loads(ro.meta("model_options") or "{}")
+        if spec is None:
             spec = ro.model_spec or None
-    model = load_model_setting(spec, args.cache) if spec else None
+    model = load_model_setting(spec, args.cache, options) if spec else None
     run = resume(path, model, budget=args.budget, max_rounds=args.max_rounds, lazy=True)
     return play(run.engine, run.store, {"quiet": args.quiet, "plain": args.plain, "report": args.report})

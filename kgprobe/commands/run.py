@@ -28,6 +28,7 @@ DEFAULTS = {
     "seeds": None,
     "hops": 2,
     "model": "default",
+    "model_options": {},
     "method": "zp-lke",
     "sampler": "thompson",
     "budget": 256,
@@ -73,6 +74,9 @@ def register(subparsers) -> None:
     m = p.add_argument_group("model and method")
     m.add_argument("--model", default=S,
                    help="default | a local path | hf:ID | vllm:MODEL | openai:MODEL@BASE_URL (default: default)")
+    m.add_argument("--model-option", action="append", default=S, metavar="KEY=VALUE",
+                   help='a backend setting (JSON values; repeatable), e.g. base_urls=\'["http://a:8000/v1", '
+                   '"http://b:8000/v1"]\' or tensor_parallel_size=2')
     m.add_argument("--method", default=S, help="probe method: zp-lke, hgp, yes-no, wh, easy, hard, … (default zp-lke)")
     m.add_argument("--probe-option", action="append", default=S, metavar="KEY=VALUE",
                    help="a probe setting, e.g. num_examples=20 (JSON values; repeatable)")
@@ -141,6 +145,8 @@ def settings_from_args(args: argparse.Namespace) -> dict:
     given = {k: v for k, v in vars(args).items() if k not in ("func", "command", "config")}
     if "probe_option" in given:
         settings["probe_options"] = {**settings["probe_options"], **_parse_kv(given.pop("probe_option"), "--probe-option")}
+    if "model_option" in given:
+        settings["model_options"] = {**settings["model_options"], **_parse_kv(given.pop("model_option"), "--model-option")}
     if "sampler_option" in given:
         settings["sampler_options"] = {**settings["sampler_options"],
                                        **_parse_kv(given.pop("sampler_option"), "--sampler-option")}
@@ -162,11 +168,11 @@ def resolve_kg_setting(settings: dict):
     return resolve_kg(settings["kg"])
 
 
-def load_model_setting(spec: str, cache: str | None):
+def load_model_setting(spec: str, cache: str | None, options: dict | None = None):
     from kgprobe.api import resolve_model
 
     _quiet_model_loading()
-    model, _ = resolve_model(spec)
+    model, _ = resolve_model(spec, options)
     if cache:
         from kgprobe.models.cache import CachedModel
 
@@ -211,8 +217,10 @@ def handle(args: argparse.Namespace) -> int:
     _check_names(config)
     out = Path(settings["out"])
     _check_out_dir(out)
-    model = load_model_setting(settings["model"], settings["cache"])
+    model = load_model_setting(settings["model"], settings["cache"], settings["model_options"])
     store = _open_new_store(out, kg, config, model, settings["model"])
+    if settings["model_options"]:
+        store.set_meta("model_options", json.dumps(settings["model_options"], sort_keys=True))
     try:
         engine = Engine.from_config(kg, model, config, store)
     except BaseException:
@@ -234,10 +242,18 @@ def _check_out_dir(out: Path) -> None:
         raise StoreError(f"the output directory {out} is not writable; choose another --out")
 
 
+def _short_warnings() -> None:
+    """Warnings (e.g. a predicate with too few distractors) as one line, without source lines."""
+    import warnings
+
+    warnings.formatwarning = lambda message, category, *args, **kwargs: f"kgprobe: warning: {message}\n"
+
+
 def play(engine, store, settings: dict) -> int:
     """Run the engine under the live view; print the outcome; write the report. Exit code."""
     from rich.console import Console
 
+    _short_warnings()
     from kgprobe.api import Run
     from kgprobe.live import LiveView, choose_mode
 

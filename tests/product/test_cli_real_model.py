@@ -99,3 +99,16 @@ def test_sigkill_and_ctrl_c_then_resume_equal_an_unbroken_run(tmp_path):
     p = subprocess.run(cli("resume", path, "--plain", "--no-report"), env=ENV, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert_same(reference, state_of(path))
+
+
+@pytest.mark.slow
+def test_run_builds_from_an_endpoint_then_probes(tmp_path):
+    # "embedded" is the in-process SPARQL store: the same queries a Wikidata URL gets, offline.
+    p = subprocess.run(cli("run", "--endpoint", "embedded", "--seeds", "Q142", "--hops", "1", "--method",
+                           "yes-no-logprob", "--batch-size", "8", "--budget", "8", "--out", str(tmp_path),
+                           "--plain", "--no-report"), env=ENV, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    with open_run(only_run(tmp_path)) as run:
+        # The KG was built by one-hop walks from France (Q142), not the whole embedded graph.
+        assert run.kg.name == "France" and run.kg.metadata["seeds"] == ["Q142"] and run.kg.metadata["hops"] == 1
+        assert "Q142" in run.kg.entities and run.queries_spent == 8
