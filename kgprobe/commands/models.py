@@ -6,7 +6,11 @@ import sys
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("models", help="list local models; install the default or an optional model")
+    parser = subparsers.add_parser(
+        "models",
+        help="list local models; install the default or an optional model",
+        description="Without an action: list every known model with its local status, size, licence and path.",
+    )
     parser.set_defaults(func=list_models)
     sub = parser.add_subparsers(dest="models_command", metavar="ACTION")
     default = sub.add_parser("install-default", help="convert the default model once (idempotent; used by make setup)")

@@ -30,3 +30,14 @@ def test_gemma_uses_bos_and_scores_like_a_plain_forward(plain):
     for request, result in zip(requests, model.score(requests)):
         ids, boundary = model.encode(request.context, request.continuation)
         assert result.token_logprobs == pytest.approx(plain(model.model, ids, boundary)[0], abs=1e-4)
+
+
+@pytest.mark.slow
+def test_qwen_coder_shared_prefix_equals_plain_forward(plain):
+    model = _require("qwen2.5-coder-0.5b-instruct")
+    # Qwen2.5 is trained without BOS (GGUF: add_bos_token = False).
+    assert model.add_bos is False
+    requests = [ScoreRequest(ZP_CONTEXT, o) for o in (" Madrid", " Lisbon", " Madrid, Spain")]
+    for request, result in zip(requests, model.score(requests)):
+        ids, boundary = model.encode(request.context, request.continuation)
+        assert result.token_logprobs == pytest.approx(plain(model.model, ids, boundary)[0], abs=1e-4)
