@@ -522,11 +522,14 @@ class TransformersModel(LanguageModel):
         order = sorted(range(len(rows)), key=lambda r: rows[r].length)
         results: list[ScoreResult | None] = [None] * len(encoded)
         pad = self._tokenizer.pad_token_id if self._tokenizer.pad_token_id is not None else 0
+        # The prefix KV cache is copied into every row of a batch; with a long prefix that
+        # copy, not the rows, dominates memory, so long prefixes get fewer rows per batch.
+        max_rows = max(1, min(self.batch_size, (8 * self.batch_tokens) // max(prefix_len, 1)))
         i = 0
         while i < len(order):
             batch = [rows[order[i]]]
             i += 1
-            while i < len(order) and len(batch) < self.batch_size and (
+            while i < len(order) and len(batch) < max_rows and (
                 (len(batch) + 1) * rows[order[i]].length <= self.batch_tokens
             ):
                 batch.append(rows[order[i]])
