@@ -248,6 +248,9 @@ class Engine:
             if kg.num_edges < 2_000_000 else None
         groups = [kg.entities[eid].group or "(none)" for eid in kg.entity_ids]
         self._group_of_edge = np.asarray(groups, dtype=object)[kg.subjects] if kg.num_edges else np.empty(0, object)
+        # The state before round 1, to fall back on when an interrupted first round must be undone.
+        self._initial = (pkg.state_dict(), sampler.state_dict(), monitor.state_dict())
+        self._needs_reload = False
 
     # -- construction ----------------------------------------------------------------------
     @classmethod
@@ -272,8 +275,14 @@ class Engine:
         return engine
 
     def _restore(self) -> None:
+        """Load the last committed round's state (or the initial state) into PKG, sampler, monitor."""
         checkpoint = self.store.checkpoint()
         if checkpoint is None:
+            pkg_state, sampler_state, monitor_state = self._initial
+            self.pkg.load_state_dict(pkg_state)
+            self.sampler.load_state_dict(sampler_state)
+            self.monitor.load_state_dict(monitor_state)
+            self.round, self.queries_spent, self.converged = 0, 0, False
             return
         self.pkg.load_state_dict(checkpoint.pkg_state)
         self.sampler.load_state_dict(_decode_state(checkpoint.sampler_state))
@@ -307,8 +316,13 @@ class Engine:
         """Play rounds until the run stops, yielding a summary after each.
 
         Breaking out of the loop leaves the run resumable (status ``stopped``);
-        KeyboardInterrupt leaves it ``interrupted`` and re-raises.
+        KeyboardInterrupt leaves it ``interrupted`` and re-raises. Calling this again
+        continues from the last *committed* round: a round cut short in memory (an
+        exception half-way through an update) is discarded and replayed from the store.
         """
+        if self._needs_reload:
+            self._restore()
+        self._needs_reload = True
         self._emit(
             RunStarted(self.config, self.kg.name, self.kg.num_active, self.model.name, self.round + 1,
                        self.queries_spent, resumed=self.round > 0)

@@ -167,7 +167,7 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
         answers = "; ".join(
             f"r{a['round']}: {'✔' if a['correct'] else '✘'} {a['answer']!r}" for a in w["answers"][-3:]
         )
-        question = w["answers"][-1]["question"] if w["answers"] else ""
+        question = _tail(w["answers"][-1]["question"]) if w["answers"] else ""
         weak_rows.append([
             f"({w['subject']}, {w['predicate']}, {w['object']})", f"{w['successes']}/{w['failures']}",
             f"{w['error_estimate']:.2f}", question, answers,
@@ -184,6 +184,12 @@ _CAPTIONS = {
     "heatmap": "Dot colour: zero-sense rate of the entity's edges with that predicate (darker = weaker); "
     "dot size: share of the entity's probed edges.",
 }
+
+
+def _tail(text: str, limit: int = 140) -> str:
+    """The end of a long question: a zero-prompt context ends with the subject asked about."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else "…" + text[-(limit - 1):]
 
 
 def _md_cell(text: str, limit: int = 160) -> str:

@@ -296,8 +296,9 @@ def print_outcome(run, *, quiet: bool = False) -> None:
               f"over {m.probed_edges} probed edges; KG accuracy {est_txt}")
         return
     out = Console(highlight=False, soft_wrap=False)
-    t = Table(title=f"{run.model_name} on {run.kg.name}: {run.rounds_played} rounds, "
-                    f"{run.queries_spent} queries ({run.stop_reason})", title_justify="left")
+    out.print(f"{run.model_name} on {run.kg.name}: {run.rounds_played} rounds, {run.queries_spent} queries, "
+              f"stopped by {run.stop_reason}", markup=False)
+    t = Table()
     t.add_column("metric")
     t.add_column("value", justify="right")
     t.add_row("win rate", f"{m.win_rate:.1%}")

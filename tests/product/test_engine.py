@@ -202,3 +202,25 @@ def test_engine_config_round_trips_and_rejects_unknown_keys():
     assert EngineConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(InputError, match="unknown run setting"):
         EngineConfig.from_dict({"methd": "hard"})
+
+
+def test_interrupted_in_the_middle_of_an_update_then_continued_in_process(countries, sim_model):
+    unbroken = make_run(countries, sim_model).finish()
+    run = make_run(countries, sim_model)
+    engine = run.engine
+    orig_update = engine.pkg.update
+    state = {"raised": False}
+
+    def half_update(edges, correct):
+        if engine.round + 1 == 3 and not state["raised"]:
+            state["raised"] = True
+            orig_update(edges[:5], correct[:5])  # part of the round reaches the PKG, then Ctrl-C
+            raise KeyboardInterrupt
+        return orig_update(edges, correct)
+
+    engine.pkg.update = half_update
+    with pytest.raises(KeyboardInterrupt):
+        run.finish()
+    # Same object, same process: the half-applied round is discarded, not counted twice.
+    run.finish()
+    assert_same_run(unbroken, run)
