@@ -132,8 +132,9 @@ class VLLMModel(LanguageModel):
         engine_kwargs.setdefault("enable_prefix_caching", True)
         if _on_cpu():
             # torch.compile warm-up takes ~80 s on 2 cores; eager mode starts in ~30 s and
-            # kgprobe runs are short. 32-token blocks (vLLM's CPU default is 128) let the
-            # prefix cache stop at most 31 tokens before each continuation.
+            # kgprobe runs are short. 32-token blocks (vLLM's CPU default is 128; 32 is the
+            # smallest the CPU attention accepts) let the prefix cache stop at most 31
+            # tokens before each continuation.
             engine_kwargs.setdefault("enforce_eager", True)
             engine_kwargs.setdefault("block_size", 32)
         # Token counters (prompt tokens, prefix-cache hits) come from the engine's stats.
