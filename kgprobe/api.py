@@ -460,6 +460,7 @@ def probe(
     config.validate(kg_obj)
     _check_names(config)
     model_obj, spec = resolve_model(model)
+    check_model(config, model_obj)
     run_store = _open_new_store(store, kg_obj, config, model_obj, spec)
     try:
         engine = Engine.from_config(kg_obj, model_obj, config, run_store)
@@ -481,6 +482,14 @@ def _check_names(config: EngineConfig) -> None:
 
     make_probe(config.method, **config.probe_options)
     make_sampler(config.sampler, **config.sampler_options)
+
+
+def check_model(config: EngineConfig, model: LanguageModel) -> None:
+    """Refuse a scoring method on a model that cannot score, before a run file is created."""
+    from kgprobe.engine import check_compatible
+    from kgprobe.probes import make_probe
+
+    check_compatible(make_probe(config.method, **config.probe_options), model, config.method)
 
 
 def _open_new_store(store, kg: KnowledgeGraph, config: EngineConfig, model: LanguageModel, spec: str) -> RunStore:

@@ -199,6 +199,15 @@ Listener = Callable[[Event], None]
 FINAL_REASONS = ("converged", "budget", "max-rounds", "exhausted")
 
 
+def check_compatible(probe: Probe, model: LanguageModel, method: str) -> None:
+    """A scoring probe needs a model that returns log-probabilities; raise ModelError if not."""
+    if getattr(probe, "needs_scoring", False) and not getattr(model, "can_score", True):
+        raise ModelError(
+            f"method {method!r} scores answer options, but model {model.name!r} cannot return "
+            "log-probabilities (a chat-only API); use a generation method such as 'yes-no', 'wh' or 'hard'"
+        )
+
+
 def round_rng(seed: int, round_: int, *path: int) -> np.random.Generator:
     """The generator for one purpose in one round: a pure function of (seed, round, path)."""
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=(round_, *path))))
@@ -262,11 +271,7 @@ class Engine:
 
         config.validate(kg)
         probe = make_probe(config.method, **config.probe_options)
-        if getattr(probe, "needs_scoring", False) and not getattr(model, "can_score", True):
-            raise ModelError(
-                f"method {config.method!r} scores answer options, but model {model.name!r} cannot return "
-                "log-probabilities (a chat-only API); use a generation method such as 'yes-no', 'wh' or 'hard'"
-            )
+        check_compatible(probe, model, config.method)
         sampler = make_sampler(config.sampler, **config.sampler_options)
         pkg = ParameterizedKG.from_kg(kg, prior=tuple(config.prior), propagation_weight=config.propagation_weight)
         monitor = ConvergenceMonitor(window=config.convergence_window, tolerance=config.convergence_tolerance)

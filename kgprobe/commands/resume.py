@@ -26,11 +26,12 @@ def register(subparsers) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from kgprobe.api import find_run, resume
-    from kgprobe.commands.run import load_model_setting, play
+    from kgprobe.commands.run import load_model_setting, play, prepare_process_for_models
     from kgprobe.store import RunStore
 
     import json
 
+    prepare_process_for_models()
     path = find_run(args.run)
     spec = args.model
     with RunStore.open(path) as ro:

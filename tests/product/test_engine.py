@@ -224,3 +224,19 @@ def test_interrupted_in_the_middle_of_an_update_then_continued_in_process(countr
     # Same object, same process: the half-applied round is discarded, not counted twice.
     run.finish()
     assert_same_run(unbroken, run)
+
+
+def test_scoring_method_on_a_model_that_cannot_score(tmp_path, countries, theta):
+    from kgprobe.errors import ModelError
+    from kgprobe.simulation.model import SimulatedModel
+
+    class ChatOnly(SimulatedModel):
+        can_score = False
+
+    model = ChatOnly(countries, theta)
+    with pytest.raises(ModelError, match="cannot return log-probabilities"):
+        make_run(countries, model, store=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # refused before a run file was created
+    # Generation methods work on it.
+    run = make_run(countries, model, method="yes-no", probe_options={}, budget=16).finish()
+    assert run.queries_spent == 16
