@@ -1,0 +1,75 @@
+"""The live view's pieces on hand-made numbers, and its layout at 80 and 200 columns."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+from rich.console import Console
+
+from kgprobe.engine import EngineConfig, RoundFinished, RoundSummary, RunFinished, RunStarted
+from kgprobe.live import LiveView, choose_mode, fmt_duration, sparkline
+from kgprobe.metrics import KnowledgeMetrics
+
+
+def test_sparkline_and_durations():
+    assert sparkline([0.0, 0.5, 1.0]) == "▁▄█"
+    # Spans under 10 points are widened to 10 points around their middle: 0.50 and 0.51
+    # sit at 0.45 and 0.55 of the block scale -> blocks 3 and 4.
+    assert sparkline([0.50, 0.51]) == "▄▅"
+    assert sparkline([float("nan")]) == ""
+    assert fmt_duration(65) == "1:05" and fmt_duration(3725) == "1:02:05" and fmt_duration(None) == "--:--"
+
+
+def test_choose_mode():
+    assert choose_mode(quiet=True) == "quiet"
+    assert choose_mode(stream=io.StringIO()) == "plain"  # not a terminal
+    assert choose_mode(plain=True) == "plain"
+
+
+def summary(r, win, zero, allsense, spent, elapsed=2.0):
+    return RoundSummary(
+        round=r, edges=np.arange(4), correct=np.ones(4, bool), audit=np.zeros(4, bool), queries=32,
+        queries_spent=spent, budget=256, max_rounds=None, num_requests=640, elapsed=elapsed, model_seconds=1.5,
+        replayed=False, metrics=KnowledgeMetrics(win, zero, allsense, 30 * r),
+        by_predicate={"P36": KnowledgeMetrics(0.4, 0.6, 0.4, 10), "P47": KnowledgeMetrics(0.7, 0.25, 0.7, 12),
+                      "P30": KnowledgeMetrics(0.0, 1.0, 0.0, 2)},
+        by_group={}, weakest_entities=[("Q142", KnowledgeMetrics(0.0, 1.0, 0.0, 3))], converged=False,
+    )
+
+
+def feed(view: LiveView, kg):
+    cfg = EngineConfig(batch_size=32, budget=256, convergence_window=2)
+    view(RunStarted(cfg, "countries", kg.num_active, "smollm2", 1, 0, False))
+    for r, (w, z, a) in enumerate([(0.50, 0.40, 0.45), (0.52, 0.38, 0.47), (0.55, 0.35, 0.50)], start=1):
+        view(RoundFinished(summary(r, w, z, a, 32 * r)))
+
+
+def test_plain_lines(countries):
+    out = io.StringIO()
+    view = LiveView(countries, mode="plain", console=Console(file=out, width=200))
+    feed(view, countries)
+    view(RunFinished("budget", 3, 96))
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("kgprobe: probing smollm2 on countries (3246 active edges), method zp-lke")
+    # 3 rounds x 32 queries in 3 x 2 s -> 16 queries/s; 160 queries left -> ETA 10 s.
+    assert lines[3] == ("round 3 | queries 96/256 | 320.0 resp/s | win 55.0% zero-sense 35.0% all-sense 50.0% "
+                        "(90 edges) | converging | ETA 0:10")
+    assert lines[-1] == "kgprobe: stopped after round 3 (budget), 96 queries spent"
+
+
+def test_panel_fits_80_and_200_columns(countries):
+    for width in (80, 200):
+        console = Console(file=io.StringIO(), width=width, record=True, color_system=None)
+        view = LiveView(countries, mode="live", console=console)
+        feed(view, countries)
+        console.print(view.render())
+        text = console.export_text()
+        assert max(len(line) for line in text.splitlines()) <= width
+        # Trend over the 2-round window: win 0.50 -> 0.55 is +5.0 points.
+        assert "55.0%  ▲ +5.0 pt" in text
+        assert "96/256 queries" in text and "ETA 0:10" in text
+        # Weakest predicates by zero-sense with >= 3 probed edges: capital (60%), then shares border with (25%).
+        assert text.index("capital") < text.index("shares border with")
+        assert "continent" not in text  # only 2 probed edges
+        assert "France" in text and "100%" in text
