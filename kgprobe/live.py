@@ -185,11 +185,20 @@ class LiveView:
         if s is None:
             return "waiting for the first round"
         if s.converged:
-            return f"converged (all rates moved < {self.tolerance:g} over {self.window} rounds)"
-        deltas = [abs(d) for d in (self.trend(k) for _, k in _METRICS) if d is not None]
-        if len(self.history) <= self.window or not deltas:
+            return f"converged (every rate within {self.tolerance:g} over {self.window} rounds)"
+        spread = self.window_spread()
+        if spread is None:
             return f"not yet ({len(self.history)}/{self.window + 1} rounds seen)"
-        return f"not yet: max change {max(deltas):.3f} over {self.window} rounds (needs < {self.tolerance:g})"
+        return f"not yet: rates moved {spread:.3f} over {self.window} rounds (needs <= {self.tolerance:g})"
+
+    def window_spread(self) -> float | None:
+        """Largest max − min of a rate over the last window + 1 rounds (the monitor's test)."""
+        hist = list(self.history)[-(self.window + 1):]
+        if len(hist) <= self.window:
+            return None
+        return max(
+            max(getattr(h.metrics, k) for h in hist) - min(getattr(h.metrics, k) for h in hist) for _, k in _METRICS
+        )
 
     def weakest_predicates(self, k: int = 5, min_edges: int = 3) -> list[tuple[str, Any]]:
         s = self.last
@@ -310,13 +319,13 @@ class LiveView:
         preds = Table(title="weakest predicates", title_justify="left", box=None, padding=(0, 1), pad_edge=False)
         preds.add_column("predicate", overflow="ellipsis", no_wrap=True, max_width=name_width)
         preds.add_column("zero-sense", justify="right", no_wrap=True)
-        preds.add_column("edges", justify="right", no_wrap=True)
+        preds.add_column("edges", justify="right", no_wrap=True, min_width=5)
         for label, m in self.weakest_predicates():
             preds.add_row(label, f"{m.zero_sense_rate:.0%}", str(m.probed_edges))
         ents = Table(title="weakest entities", title_justify="left", box=None, padding=(0, 1), pad_edge=False)
         ents.add_column("entity", overflow="ellipsis", no_wrap=True, max_width=name_width)
         ents.add_column("zero-sense", justify="right", no_wrap=True)
-        ents.add_column("edges", justify="right", no_wrap=True)
+        ents.add_column("edges", justify="right", no_wrap=True, min_width=5)
         for eid, m in (self.last.weakest_entities if self.last else []):
             ents.add_row(self._entity_label(eid), f"{m.zero_sense_rate:.0%}", str(m.probed_edges))
         grid = Table.grid(padding=(0, 2))

@@ -73,3 +73,9 @@ def test_panel_fits_80_and_200_columns(countries):
         assert text.index("capital") < text.index("shares border with")
         assert "continent" not in text  # only 2 probed edges
         assert "France" in text and "100%" in text
+
+
+def test_convergence_text_uses_the_monitors_spread(countries):
+    view = LiveView(countries, mode="plain", console=Console(file=io.StringIO()))
+    feed(view, countries)  # window 2; win 0.50, 0.52, 0.55 -> spread 0.05 (zero-sense 0.05, all-sense 0.05)
+    assert view.convergence_text() == "not yet: rates moved 0.050 over 2 rounds (needs <= 0.01)"
