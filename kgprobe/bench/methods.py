@@ -16,7 +16,8 @@ installed (``kgprobe models``):
    ``methods_sweep.png`` (ZP-LKE Figure 3's shape).
 3. **MONITOR per model** on ``--monitor-facts`` facts per predicate (R = 7, M = 5), next
    to the model's mean accuracy over the table; Pearson r between MONITOR and accuracy
-   when three or more models are available.
+   when three or more models are available. Per-model results are written to
+   ``methods_models.json`` as each model finishes.
 
 Every request of a method goes to the model in one ``score`` or ``generate`` call, as the
 engine sends a round. Sizes are chosen to finish in about ten minutes on two CPU cores
@@ -248,9 +249,10 @@ def handle(args) -> int:
             "zp_lke_mc_ge_hgp_mc": table["overall"]["zp-lke"]["accuracy"] >= table["overall"]["hgp"]["accuracy"],
         }
         model.close()
-
-    (out_dir / "methods_sweep.json").write_text(json.dumps(sweeps, indent=1))
-    plot_sweep(sweeps, out_dir / "methods_sweep.png")
+        # Written after every model, so a long multi-model run leaves its finished models' results.
+        (out_dir / "methods_models.json").write_text(json.dumps(per_model, indent=1))
+        (out_dir / "methods_sweep.json").write_text(json.dumps(sweeps, indent=1))
+        plot_sweep(sweeps, out_dir / "methods_sweep.png")
     names = list(per_model)
     r = pearson([per_model[n]["monitor"]["monitor"] for n in names], [per_model[n]["mean_accuracy"] for n in names])
     result = {
