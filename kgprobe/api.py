@@ -437,8 +437,9 @@ def probe(
         True (default window 5, tolerance 0.01), False (never stop on convergence),
         ``(window, tolerance)`` or ``{"window":…, "tolerance":…, "stop": bool}``.
     store:
-        None (in memory), a directory (a new run file is created in it), a file path
-        (created), or an open :class:`RunStore`.
+        None (in memory), a path ending in ``.kgrun`` (that run file is created), any
+        other path (a directory, created if needed, that gets a new uniquely named run
+        file), or an open :class:`RunStore`.
     lazy:
         Return before playing any round; iterate :meth:`Run.rounds` yourself.
     listeners:
@@ -498,8 +499,10 @@ def _open_new_store(store, kg: KnowledgeGraph, config: EngineConfig, model: Lang
     if store is None:
         path = ":memory:"
     else:
+        # A path ending in .kgrun names the run file; anything else is a directory (created
+        # if needed) that gets a new, uniquely named run file.
         p = Path(store)
-        path = str(new_run_path(p, kg.name, config.method) if (p.is_dir() or str(store).endswith(os.sep)) else p)
+        path = str(p if p.suffix == RUN_SUFFIX else new_run_path(p, kg.name, config.method))
     return RunStore.create(path, config=config.to_dict(), kg=kg, model_identity=model.identity, model_spec=spec,
                            model_name=model.name)
 

@@ -274,13 +274,13 @@ def play(engine, store, settings: dict) -> int:
     mode = choose_mode(quiet=settings.get("quiet", False), plain=settings.get("plain", False))
     view = LiveView(engine.kg, mode=mode)
     run.subscribe(view)
-    err = Console(stderr=True, highlight=False)
     try:
         with view:
             run.finish()
     except KeyboardInterrupt:
-        err.print(f"kgprobe: interrupted after round {store.last_round()}; everything up to it is saved in "
-                  f"{store.path}\n  continue with: kgprobe resume {store.path}", markup=False)
+        # Plain print: a wrapped path could not be copied into the resume command.
+        print(f"kgprobe: interrupted after round {store.last_round()}; everything up to it is saved in "
+              f"{store.path}\n  continue with: kgprobe resume {store.path}", file=sys.stderr)
         run.close()
         return 130
     try:
@@ -310,7 +310,7 @@ def print_outcome(run, *, quiet: bool = False) -> None:
         return
     out = Console(highlight=False, soft_wrap=False)
     out.print(f"{run.model_name} on {run.kg.name}: {run.rounds_played} rounds, {run.queries_spent} queries, "
-              f"stopped by {run.stop_reason}", markup=False)
+              f"stopped by {run.stop_reason}", markup=False, soft_wrap=True)
     t = Table()
     t.add_column("metric")
     t.add_column("value", justify="right")
