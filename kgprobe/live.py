@@ -315,7 +315,9 @@ class LiveView:
 
     def _weak_tables(self, width: int):
         # Side by side at any width: stacked tables would not fit a 24-line terminal.
-        name_width = max(10, min(40, (width - 6) // 2 - 18))
+        # Panel border and padding take 4 columns, the gap between the tables 2; each table
+        # spends 19 on its number columns and their padding.
+        name_width = max(10, min(40, (width - 4 - 2) // 2 - 19))
         preds = Table(title="weakest predicates", title_justify="left", box=None, padding=(0, 1), pad_edge=False)
         preds.add_column("predicate", overflow="ellipsis", no_wrap=True, max_width=name_width)
         preds.add_column("zero-sense", justify="right", no_wrap=True)

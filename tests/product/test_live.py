@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 from rich.console import Console
@@ -73,6 +74,9 @@ def test_panel_fits_80_and_200_columns(countries):
         assert text.index("capital") < text.index("shares border with")
         assert "continent" not in text  # only 2 probed edges
         assert "France" in text and "100%" in text
+        # Every column keeps its header and numbers (rich shrinks the last column first).
+        assert re.search(r"capital\s+60%\s+10\s", text) and re.search(r"France\s+100%\s+3\s", text)
+        assert re.search(r"zero-sense\s+edges\s+entity\s+zero-sense\s+edges", text)
 
 
 def test_convergence_text_uses_the_monitors_spread(countries):
