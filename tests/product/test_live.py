@@ -34,8 +34,9 @@ def summary(r, win, zero, allsense, spent, elapsed=2.0):
         queries_spent=spent, budget=256, max_rounds=None, num_requests=640, elapsed=elapsed, model_seconds=1.5,
         replayed=False, metrics=KnowledgeMetrics(win, zero, allsense, 30 * r),
         by_predicate={"P36": KnowledgeMetrics(0.4, 0.6, 0.4, 10), "P47": KnowledgeMetrics(0.7, 0.25, 0.7, 12),
-                      "P30": KnowledgeMetrics(0.0, 1.0, 0.0, 2)},
-        by_group={}, weakest_entities=[("Q142", KnowledgeMetrics(0.0, 1.0, 0.0, 3))], converged=False,
+                      "P30": KnowledgeMetrics(0.0, 1.0, 0.0, 2), "P474": KnowledgeMetrics(0.1, 0.9, 0.1, 9)},
+        by_group={}, weakest_entities=[("Q142", KnowledgeMetrics(0.0, 1.0, 0.0, 3)),
+                                       ("Q974", KnowledgeMetrics(0.5, 0.5, 0.5, 4))], converged=False,
     )
 
 
@@ -70,12 +71,15 @@ def test_panel_fits_80_and_200_columns(countries):
         # Trend over the 2-round window: win 0.50 -> 0.55 is +5.0 points.
         assert "55.0%  ▲ +5.0 pt" in text
         assert "96/256 queries" in text and "ETA 0:10" in text
-        # Weakest predicates by zero-sense with >= 3 probed edges: capital (60%), then shares border with (25%).
-        assert text.index("capital") < text.index("shares border with")
+        # Weakest predicates by zero-sense with >= 3 probed edges: calling code (90%), capital (60%),
+        # shares border with (25%).
+        assert text.index("country calling") < text.index("capital") < text.index("shares border with")
         assert "continent" not in text  # only 2 probed edges
         assert "France" in text and "100%" in text
         # Every column keeps its header and numbers (rich shrinks the last column first).
         assert re.search(r"capital\s+60%\s+10\s", text) and re.search(r"France\s+100%\s+3\s", text)
+        assert re.search(r"country calling[^│%]*?\s+90%\s+9\s", text)
+        assert re.search(r"Democratic Rep[^│%]*?\s+50%\s+4\s", text)
         assert re.search(r"zero-sense\s+edges\s+entity\s+zero-sense\s+edges", text)
 
 
