@@ -47,17 +47,18 @@ from typing import Sequence
 
 from kgprobe.errors import InputError, ModelError
 from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
+from kgprobe.models.tokens import (
+    Encoded,
+    common_prefix_len,
+    cut_at_stop,
+    encode_pair,
+    encode_score_request,
+    prompt_ids,
+    start_token,
+)
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
            "float16": "float16", "fp16": "float16"}
-
-
-@dataclass
-class _Encoded:
-    """One score request as token ids; ``boundary`` is the index of the first scored token."""
-
-    ids: list[int]
-    boundary: int
 
 
 @dataclass
@@ -70,14 +71,6 @@ class _Row:
     @property
     def length(self) -> int:
         return len(self.shared) + sum(len(tokens) for _, tokens in self.members)
-
-
-def _common_prefix_len(a: Sequence[int], b: Sequence[int], limit: int) -> int:
-    n = min(len(a), len(b), limit)
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 def _resolve_device(device: str):
@@ -217,7 +210,7 @@ class TransformersModel(LanguageModel):
         if add_bos and tok.bos_token_id is None:
             raise InputError("add_bos=True but the tokenizer has no BOS token.")
         self.add_bos = bool(add_bos)
-        self._start_token = tok.eos_token_id if tok.eos_token_id is not None else tok.bos_token_id
+        self._start_token = start_token(tok)
         window = max_length or getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
         if window is None and tok.model_max_length and tok.model_max_length < 10**7:
             window = tok.model_max_length
@@ -303,36 +296,13 @@ class TransformersModel(LanguageModel):
             return self._score_full(encoded)
 
     # ------------------------------------------------------------------ encoding
-    def _encode(self, context: str, continuation: str) -> _Encoded:
-        text = context + continuation
-        enc = self._tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        ids = list(enc["input_ids"])
-        offsets = enc["offset_mapping"]
-        n_context = len(context)
-        first = next((i for i, (_, end) in enumerate(offsets) if end > n_context), len(ids))
-        prefix: list[int] = []
-        if self.add_bos:
-            prefix = [self._tokenizer.bos_token_id]
-        elif first == 0:
-            prefix = [self._start_token]
-        return _Encoded(prefix + ids, len(prefix) + first)
+    def _encode(self, context: str, continuation: str) -> Encoded:
+        return encode_pair(self._tokenizer, context, continuation, add_bos=self.add_bos, start=self._start_token)
 
-    def _encode_checked(self, index: int, request: ScoreRequest) -> _Encoded:
-        if not request.continuation:
-            raise InputError(
-                f"score request {index} has an empty continuation (context {request.context[-40:]!r}); "
-                "there is nothing to score. Drop the request or give the option text."
-            )
-        enc = self._encode(request.context, request.continuation)
-        if enc.boundary >= len(enc.ids):
-            raise InputError(f"score request {index}: the continuation {request.continuation!r} produced no tokens.")
-        if self.max_length is not None and len(enc.ids) > self.max_length:
-            raise InputError(
-                f"score request {index} is {len(enc.ids)} tokens long, more than the model window of "
-                f"{self.max_length} tokens; kgprobe does not truncate contexts (it would silently drop "
-                "examples). Use fewer in-context examples or shorter prompts."
-            )
-        return enc
+    def _encode_checked(self, index: int, request: ScoreRequest) -> Encoded:
+        return encode_score_request(
+            self._tokenizer, index, request, add_bos=self.add_bos, start=self._start_token, window=self.max_length
+        )
 
     # ------------------------------------------------------------------ forward helpers
     def _hidden(self, input_ids, attention_mask, position_ids, cache=None, use_cache=False):
@@ -364,7 +334,7 @@ class TransformersModel(LanguageModel):
         return torch.cat(logprobs).tolist(), torch.cat(greedy).tolist()
 
     # ------------------------------------------------------------------ plain scoring
-    def _score_full(self, encoded: list[_Encoded]) -> list[ScoreResult]:
+    def _score_full(self, encoded: list[Encoded]) -> list[ScoreResult]:
         torch = self._torch
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
         results: list[ScoreResult | None] = [None] * len(encoded)
@@ -414,7 +384,7 @@ class TransformersModel(LanguageModel):
             results[owner] = ScoreResult(tuple(lps), all(gs))
 
     # ------------------------------------------------------------------ shared-prefix scoring
-    def _families(self, encoded: list[_Encoded]) -> list[list[int]]:
+    def _families(self, encoded: list[Encoded]) -> list[list[int]]:
         """Split request indices into families, each scored with its own batch prefix.
 
         A batch can mix relations, each with its own long example prefix and only a few
@@ -426,7 +396,7 @@ class TransformersModel(LanguageModel):
         """
         order = sorted(range(len(encoded)), key=lambda i: encoded[i].ids)
         adjacent = [
-            _common_prefix_len(encoded[a].ids, encoded[b].ids, 1 << 30) for a, b in zip(order, order[1:])
+            common_prefix_len(encoded[a].ids, encoded[b].ids, 1 << 30) for a, b in zip(order, order[1:])
         ]
         contexts = [tuple(encoded[i].ids[: encoded[i].boundary]) for i in order]
 
@@ -447,7 +417,7 @@ class TransformersModel(LanguageModel):
 
         return split(0, len(order))
 
-    def _plan_rows(self, encoded: list[_Encoded], prefix_len: int) -> list[_Row]:
+    def _plan_rows(self, encoded: list[Encoded], prefix_len: int) -> list[_Row]:
         groups: dict[tuple[int, ...], list[int]] = {}
         for index, enc in enumerate(encoded):
             groups.setdefault(tuple(enc.ids[prefix_len : enc.boundary]), []).append(index)
@@ -458,7 +428,7 @@ class TransformersModel(LanguageModel):
             # Every member must keep at least one own token so its first target has a query.
             shared_len = min(len(encoded[m].ids) for m in members) - 1
             for m in members[1:]:
-                shared_len = _common_prefix_len(first, encoded[m].ids, shared_len)
+                shared_len = common_prefix_len(first, encoded[m].ids, shared_len)
             shared = first[prefix_len:shared_len]
             row = _Row(list(shared), [])
             for m in members:
@@ -499,13 +469,13 @@ class TransformersModel(LanguageModel):
         mask.masked_fill_(~allowed, torch.finfo(self.dtype).min)
         return mask[:, None], positions
 
-    def _score_shared(self, encoded: list[_Encoded]) -> list[ScoreResult]:
+    def _score_shared(self, encoded: list[Encoded]) -> list[ScoreResult]:
         torch = self._torch
         limit = min(len(e.ids) for e in encoded) - 1
         first = encoded[0].ids
         prefix_len = limit
         for enc in encoded[1:]:
-            prefix_len = _common_prefix_len(first, enc.ids, prefix_len)
+            prefix_len = common_prefix_len(first, enc.ids, prefix_len)
         prefix_cache = None
         prefix_hidden = None  # hidden states of prefix positions [keep_from, prefix_len)
         keep_from = prefix_len
@@ -577,18 +547,7 @@ class TransformersModel(LanguageModel):
 
     # ------------------------------------------------------------------ generation
     def _prompt_ids(self, request: GenerateRequest) -> list[int]:
-        tok = self._tokenizer
-        text = request.prompt
-        if request.chat and getattr(tok, "chat_template", None):
-            text = tok.apply_chat_template(
-                [{"role": "user", "content": request.prompt}], add_generation_prompt=True, tokenize=False
-            )
-        ids = list(tok(text, add_special_tokens=False)["input_ids"])
-        if self.add_bos and (not ids or ids[0] != tok.bos_token_id):
-            ids = [tok.bos_token_id] + ids
-        if not ids:
-            ids = [self._start_token]
-        return ids
+        return prompt_ids(self._tokenizer, request, add_bos=self.add_bos, start=self._start_token)
 
     def generate(self, requests: Sequence[GenerateRequest]) -> list[str]:
         """Greedy requests are batched (left padding); sampled ones run one by one, seeded."""
@@ -623,17 +582,7 @@ class TransformersModel(LanguageModel):
                                                  stops_per_row=[list(requests[m].stop) for m in chunk])
                     for m, text in zip(chunk, texts):
                         outputs[m] = text
-        return [self._cut(text, request.stop) for text, request in zip(outputs, requests)]
-
-    @staticmethod
-    def _cut(text: str, stop: Sequence[str]) -> str:
-        cut = len(text)
-        for s in stop:
-            if s:
-                found = text.find(s)
-                if found != -1:
-                    cut = min(cut, found)
-        return text[:cut]
+        return [cut_at_stop(text, request.stop) for text, request in zip(outputs, requests)]
 
     def _generate_batch(self, prompts: list[list[int]], request: GenerateRequest, *, seed,
                         stops_per_row: list[list[str]] | None = None) -> list[str]:

@@ -49,6 +49,7 @@ from typing import Any, Sequence
 
 from kgprobe.errors import InputError, ModelError
 from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
+from kgprobe.models.tokens import cut_at_stop
 
 #: Sent when the key variable is unset: the client needs a non-empty key, keyless local
 #: servers ignore it, and a server that does need a key answers 401 (reported clearly).
@@ -230,7 +231,7 @@ class OpenAICompatibleModel(LanguageModel):
             except (AttributeError, IndexError, TypeError) as exc:
                 raise self._malformed(index, "no choices[0] text") from exc
             # Servers remove stop strings; cut again in case one does not.
-            texts.append(_cut(text or "", requests[index].stop))
+            texts.append(cut_at_stop(text or "", requests[index].stop))
         return texts
 
     def close(self) -> None:
@@ -466,13 +467,3 @@ def _server_message(exc) -> str:
         error = body.get("error")
         message = error.get("message") if isinstance(error, dict) else body.get("message")
     return str(message or getattr(exc, "message", "") or exc)[:300]
-
-
-def _cut(text: str, stop: Sequence[str]) -> str:
-    cut = len(text)
-    for s in stop:
-        if s:
-            found = text.find(s)
-            if found != -1:
-                cut = min(cut, found)
-    return text[:cut]

@@ -49,12 +49,20 @@ from __future__ import annotations
 import gc
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from kgprobe.errors import InputError, ModelError
 from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
+from kgprobe.models.tokens import (
+    Encoded,
+    cut_at_stop,
+    encode_pair,
+    encode_score_request,
+    longest_common_prefix,
+    prompt_ids,
+    start_token,
+)
 
 _PREFIX_MODES = ("cached", "plain")
 
@@ -66,27 +74,6 @@ def vllm_available() -> tuple[bool, str]:
     except Exception as exc:  # ImportError, or a broken build raising anything on import
         return False, f"vLLM is not importable ({type(exc).__name__}: {exc}); install it with `make setup-vllm`"
     return True, str(getattr(vllm, "__version__", "unknown"))
-
-
-@dataclass
-class _Encoded:
-    ids: list[int]
-    boundary: int  # index of the first continuation token
-
-
-def _common_prefix_len(a: Sequence[int], b: Sequence[int], limit: int) -> int:
-    n = min(len(a), len(b), limit)
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-def _lcp(seqs: Sequence[Sequence[int]]) -> int:
-    limit = min(len(s) for s in seqs)
-    for s in seqs[1:]:
-        limit = _common_prefix_len(seqs[0], s, limit)
-    return limit
 
 
 class VLLMModel(LanguageModel):
@@ -158,7 +145,7 @@ class VLLMModel(LanguageModel):
         if add_bos and tok.bos_token_id is None:
             raise InputError("add_bos=True but the tokenizer has no BOS token.")
         self.add_bos = bool(add_bos)
-        self._start_token = tok.eos_token_id if tok.eos_token_id is not None else tok.bos_token_id
+        self._start_token = start_token(tok)
         self.max_length = int(self._llm.llm_engine.model_config.max_model_len)
         #: Requests re-scored with the cache off because a cache hit reached their continuation.
         self.rescored = 0
@@ -250,7 +237,7 @@ class VLLMModel(LanguageModel):
         if not prompts:
             return []
         outputs = self._generate(prompts, params)
-        return [_cut(out.outputs[0].text, request.stop) for out, request in zip(outputs, requests)]
+        return [cut_at_stop(out.outputs[0].text, request.stop) for out, request in zip(outputs, requests)]
 
     def token_counts(self) -> dict[str, int]:
         """Engine counters since start: prompt tokens submitted, of which prefix-cache hits;
@@ -277,49 +264,18 @@ class VLLMModel(LanguageModel):
         gc.collect()
 
     # ------------------------------------------------------------------ encoding
-    def _encode(self, context: str, continuation: str) -> _Encoded:
-        # The same rule as TransformersModel._encode, so both backends score the same tokens.
-        text = context + continuation
-        enc = self._tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        ids = list(enc["input_ids"])
-        n_context = len(context)
-        first = next((i for i, (_, end) in enumerate(enc["offset_mapping"]) if end > n_context), len(ids))
-        prefix: list[int] = []
-        if self.add_bos:
-            prefix = [self._tokenizer.bos_token_id]
-        elif first == 0:
-            prefix = [self._start_token]
-        return _Encoded(prefix + ids, len(prefix) + first)
+    def _encode(self, context: str, continuation: str) -> Encoded:
+        return encode_pair(self._tokenizer, context, continuation, add_bos=self.add_bos, start=self._start_token)
 
-    def _encode_checked(self, index: int, request: ScoreRequest) -> _Encoded:
-        if not request.continuation:
-            raise InputError(
-                f"score request {index} has an empty continuation (context {request.context[-40:]!r}); "
-                "there is nothing to score. Drop the request or give the option text."
-            )
-        enc = self._encode(request.context, request.continuation)
-        if enc.boundary >= len(enc.ids):
-            raise InputError(f"score request {index}: the continuation {request.continuation!r} produced no tokens.")
+    def _encode_checked(self, index: int, request: ScoreRequest) -> Encoded:
         # The engine needs room for the one token it generates after the prompt.
-        if len(enc.ids) + 1 > self.max_length:
-            raise InputError(
-                f"score request {index} is {len(enc.ids)} tokens long, more than the model window of "
-                f"{self.max_length} tokens allows; kgprobe does not truncate contexts (it would silently "
-                "drop examples). Use fewer in-context examples or shorter prompts."
-            )
-        return enc
+        return encode_score_request(
+            self._tokenizer, index, request, add_bos=self.add_bos, start=self._start_token,
+            window=self.max_length, reserve=1,
+        )
 
     def _prompt_ids(self, request: GenerateRequest) -> list[int]:
-        tok = self._tokenizer
-        text = request.prompt
-        if request.chat and getattr(tok, "chat_template", None):
-            text = tok.apply_chat_template(
-                [{"role": "user", "content": request.prompt}], add_generation_prompt=True, tokenize=False
-            )
-        ids = list(tok(text, add_special_tokens=False)["input_ids"])
-        if self.add_bos and (not ids or ids[0] != tok.bos_token_id):
-            ids = [tok.bos_token_id] + ids
-        return ids or [self._start_token]
+        return prompt_ids(self._tokenizer, request, add_bos=self.add_bos, start=self._start_token)
 
     # ------------------------------------------------------------------ engine calls
     def _generate(self, prompts, params):
@@ -332,7 +288,7 @@ class VLLMModel(LanguageModel):
         except Exception as exc:
             raise ModelError(f"vLLM failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
 
-    def _warm(self, encoded: list[_Encoded]) -> None:
+    def _warm(self, encoded: list[Encoded]) -> None:
         """Put the batch's shared prefix, then each context group's, into the prefix cache.
 
         Requests sent in one call are prefilled side by side, before any of them is
@@ -346,10 +302,10 @@ class VLLMModel(LanguageModel):
         warm = SamplingParams(max_tokens=1, temperature=0.0)
         # A warmed prefix stops before the last context token: the logits there predict the
         # first continuation token, so that position must be computed by the scoring call.
-        batch_len = min(_lcp([e.ids for e in encoded]), min(e.boundary for e in encoded) - 1)
+        batch_len = min(longest_common_prefix([e.ids for e in encoded]), min(e.boundary for e in encoded) - 1)
         if batch_len >= block:
             self._generate([TokensPrompt(prompt_token_ids=encoded[0].ids[:batch_len])], warm)
-        groups: dict[tuple[int, ...], list[_Encoded]] = {}
+        groups: dict[tuple[int, ...], list[Encoded]] = {}
         for e in encoded:
             groups.setdefault(tuple(e.ids[: e.boundary]), []).append(e)
         group_prefixes = []
@@ -360,7 +316,7 @@ class VLLMModel(LanguageModel):
         if group_prefixes:
             self._generate(group_prefixes, [warm] * len(group_prefixes))
 
-    def _score(self, encoded: list[_Encoded], which: list[int], *, read_cache: bool) -> list[ScoreResult | None]:
+    def _score(self, encoded: list[Encoded], which: list[int], *, read_cache: bool) -> list[ScoreResult | None]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -457,13 +413,3 @@ def bench_vllm_scoring(facts: Sequence[dict], *, plain_facts: int = 1, model: st
             "plain_tokens_computed_per_fact": round(plain_tokens / max(n_plain, 1), 1),
             "rescored_requests": llm.rescored,
         }
-
-
-def _cut(text: str, stop: Sequence[str]) -> str:
-    cut = len(text)
-    for s in stop:
-        if s:
-            found = text.find(s)
-            if found != -1:
-                cut = min(cut, found)
-    return text[:cut]
