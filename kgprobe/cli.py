@@ -27,16 +27,10 @@ EXIT_CODES = """exit codes:
 """
 
 
-def _register(subparsers, module_name: str) -> None:
-    # TEMPORARY while the subcommands land in parallel: a command module that does not
-    # exist yet is skipped instead of breaking every other command.
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            return
-        raise
-    module.register(subparsers)
+def register_all(subparsers, package: str, names) -> None:
+    """Add the subcommands of ``package.NAME`` for each name (each module has ``register``)."""
+    for name in names:
+        importlib.import_module(f"{package}.{name}").register(subparsers)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,8 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"kgprobe {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        _register(sub, f"kgprobe.commands.{name}")
+    register_all(sub, "kgprobe.commands", COMMANDS)
     return parser
 
 

@@ -11,7 +11,6 @@ BENCHMARKS = ("sampler", "efficiency", "scoring", "methods", "build")
 def register(subparsers) -> None:
     parser = subparsers.add_parser("bench", help="run a benchmark (JSON result on the last line)")
     sub = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
-    from kgprobe.cli import _register
+    from kgprobe.cli import register_all
 
-    for name in BENCHMARKS:
-        _register(sub, f"kgprobe.bench.{name}")
+    register_all(sub, "kgprobe.bench", BENCHMARKS)

@@ -13,7 +13,7 @@ structure and propagation but never asked about (KGLens §2.1, appendix A.2).
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterable, Mapping, Sequence
 
