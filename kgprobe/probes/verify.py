@@ -315,11 +315,20 @@ def _mask_echo(norm_response: str, echoed: Iterable[str], gold_variants: set[str
 
     A model that echoes "Federated States of Micronesia (also known as …)" has not
     answered "Micronesia". Every echoed name is masked, except a name that is itself a
-    gold answer (Djibouti's capital is Djibouti: the echo cannot be told apart).
+    gold answer (Djibouti's capital is Djibouti: the echo cannot be told apart) and an
+    occurrence that lies inside a mention of a gold answer.
     """
+    # An echo inside a gold mention is part of the answer, not an echo: "Bissau" in the
+    # answer "Guinea-Bissau" to "In which country is Bissau?".
+    in_gold = [False] * len(norm_response)
+    for variant in gold_variants:
+        for start in _find_all(norm_response, variant):
+            in_gold[start : start + len(variant)] = [True] * len(variant)
     masked = [False] * len(norm_response)
     for variant in {v for name in echoed for v in name_variants(name)} - gold_variants:
         for start in _find_all(norm_response, variant):
+            if all(in_gold[start : start + len(variant)]):
+                continue
             masked[start : start + len(variant)] = [True] * len(variant)
     # Overlapping echoes ("Micronesia, Federated States of Micronesia") are masked as one span.
     return "".join("\u2400" if m and not ch.isspace() else ch for ch, m in zip(norm_response, masked))

@@ -174,3 +174,14 @@ def test_wh_verdict(tiny_kg):
     assert not probe.verify(tiny_kg, task, [], ["English."]).correct
     v = probe.verify(tiny_kg, task, [], ["I'm sorry, I don't know."])
     assert not v.correct and v.detail["reason"] == "refusal"
+
+
+def test_a_subject_name_inside_the_gold_answer_is_not_masked_as_an_echo():
+    # "In which country is Bissau?" — the right answer contains the subject's name.
+    assert match_answer("Guinea-Bissau", ["Guinea-Bissau"], echoed=["Bissau"]).correct
+    assert match_answer("Bissau is in Guinea-Bissau.", ["Guinea-Bissau"], echoed=["Bissau"]).correct
+    # Only repeating the subject is still no answer.
+    assert not match_answer("Bissau", ["Guinea-Bissau"], echoed=["Bissau"]).correct
+    # A gold name inside the echoed subject is still masked.
+    assert not match_answer("Federated States of Micronesia", ["Micronesia"],
+                            echoed=["Federated States of Micronesia"]).correct
