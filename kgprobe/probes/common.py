@@ -135,6 +135,32 @@ class WarnOnce:
 # -- multiple choice ------------------------------------------------------------------------
 
 
+def multiple_choice_options(
+    kg: KnowledgeGraph, edge: int, num_distractors: int, rng: np.random.Generator, warn: WarnOnce
+) -> tuple[list[str], int]:
+    """The gold object's name and up to ``num_distractors`` wrong ones, shuffled; and the
+    gold option's index. Warns (once per predicate) when fewer distractors exist."""
+    t = kg.triple(edge)
+    gold = name_of(kg, t.object, edge=edge, role="object")
+    distractors = sample_distractors(kg, t.subject, t.predicate, num_distractors, rng)
+    if len(distractors) < num_distractors:
+        warn(
+            "distractors",
+            t.predicate,
+            f"predicate {t.predicate}: only {len(distractors)} wrong options available for some facts "
+            f"(asked for {num_distractors}); those facts get fewer options and a higher chance level",
+        )
+    names = [gold] + [name for _, name in distractors]
+    order = rng.permutation(len(names))
+    return [names[int(i)] for i in order], int(np.flatnonzero(order == 0)[0])
+
+
+def multiple_choice_chance(kg: KnowledgeGraph, edge: int, num_distractors: int) -> float:
+    """1 / number of options a multiple-choice probe of ``edge`` actually gets."""
+    t = kg.triple(edge)
+    return 1.0 / (1 + min(num_distractors, len(negative_pool(kg, t.subject, t.predicate))))
+
+
 def softmax_logprobs(logprobs: Sequence[float]) -> np.ndarray:
     """Normalized probabilities of options from their summed log-probabilities."""
     x = np.asarray(logprobs, dtype=float)

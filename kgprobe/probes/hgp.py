@@ -17,7 +17,14 @@ from kgprobe.errors import InputError
 from kgprobe.kg.graph import KnowledgeGraph
 from kgprobe.models.base import GenerateRequest, ScoreRequest, ScoreResult
 from kgprobe.probes.base import Probe, ProbeTask, Verdict
-from kgprobe.probes.common import WarnOnce, gold_names, name_of, negative_pool, sample_distractors, verify_multiple_choice
+from kgprobe.probes.common import (
+    WarnOnce,
+    gold_names,
+    multiple_choice_chance,
+    multiple_choice_options,
+    name_of,
+    verify_multiple_choice,
+)
 from kgprobe.probes.templates import fill, templates_for
 from kgprobe.probes.verify import first_segment, match_answer
 
@@ -46,21 +53,9 @@ class HumanPromptProbe(Probe):
     def render(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> ProbeTask:
         t = kg.triple(edge)
         subject = name_of(kg, t.subject, edge=edge, role="subject")
-        gold = name_of(kg, t.object, edge=edge, role="object")
         template, ti = _pick(templates_for(kg, t.predicate).hgp, self.template_index, rng)
         context = fill(template, subject)
-        distractors = sample_distractors(kg, t.subject, t.predicate, self.num_distractors, rng)
-        if len(distractors) < self.num_distractors:
-            self.warn(
-                "distractors",
-                t.predicate,
-                f"predicate {t.predicate}: only {len(distractors)} wrong options available for some facts "
-                f"(asked for {self.num_distractors}); those facts get fewer options and a higher chance level",
-            )
-        names = [gold] + [n for _, n in distractors]
-        order = rng.permutation(len(names))
-        options = [names[int(i)] for i in order]
-        gold_index = int(np.flatnonzero(order == 0)[0])
+        options, gold_index = multiple_choice_options(kg, edge, self.num_distractors, rng, self.warn)
         return ProbeTask(
             edge=edge,
             score_requests=[ScoreRequest(context, " " + o, edge=edge) for o in options],
@@ -76,8 +71,7 @@ class HumanPromptProbe(Probe):
         return verdict
 
     def chance_level(self, kg: KnowledgeGraph, edge: int) -> float:
-        t = kg.triple(edge)
-        return 1.0 / (1 + min(self.num_distractors, len(negative_pool(kg, t.subject, t.predicate))))
+        return multiple_choice_chance(kg, edge, self.num_distractors)
 
 
 class HumanPromptGenerationProbe(Probe):

@@ -43,9 +43,9 @@ from kgprobe.probes.common import (
     WarnOnce,
     display_name,
     gold_names,
+    multiple_choice_chance,
+    multiple_choice_options,
     name_of,
-    negative_pool,
-    sample_distractors,
     verify_multiple_choice,
 )
 from kgprobe.probes.verify import first_segment, match_answer
@@ -155,20 +155,7 @@ class ZeroPromptProbe(Probe):
 
     def options(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> tuple[list[str], int]:
         """Shuffled option names and the gold option's index."""
-        t = kg.triple(edge)
-        gold = name_of(kg, t.object, edge=edge, role="object")
-        distractors = sample_distractors(kg, t.subject, t.predicate, self.num_distractors, rng)
-        if len(distractors) < self.num_distractors:
-            self.builder.warn(
-                "distractors",
-                t.predicate,
-                f"predicate {t.predicate}: only {len(distractors)} wrong options available for some facts "
-                f"(asked for {self.num_distractors}); those facts get fewer options and a higher chance level",
-            )
-        names = [gold] + [name for _, name in distractors]
-        order = rng.permutation(len(names))
-        shuffled = [names[int(i)] for i in order]
-        return shuffled, int(np.flatnonzero(order == 0)[0])
+        return multiple_choice_options(kg, edge, self.num_distractors, rng, self.builder.warn)
 
     def render(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> ProbeTask:
         context, tail, n = self.builder.context(kg, edge, rng)
@@ -189,9 +176,7 @@ class ZeroPromptProbe(Probe):
         return verdict
 
     def chance_level(self, kg: KnowledgeGraph, edge: int) -> float:
-        t = kg.triple(edge)
-        available = len(negative_pool(kg, t.subject, t.predicate))
-        return 1.0 / (1 + min(self.num_distractors, available))
+        return multiple_choice_chance(kg, edge, self.num_distractors)
 
 
 class ZeroPromptGenerationProbe(Probe):
