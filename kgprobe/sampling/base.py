@@ -29,6 +29,14 @@ class Selection:
     def __len__(self) -> int:
         return int(self.edges.shape[0])
 
+    @classmethod
+    def audited(cls, audit: np.ndarray, chosen: np.ndarray) -> "Selection":
+        """The uniform audit edges first (flagged), then the sampler's own choices."""
+        edges = np.concatenate([audit, chosen]).astype(np.int64)
+        flags = np.zeros(edges.size, dtype=bool)
+        flags[: audit.size] = True
+        return cls(edges, flags)
+
 
 class Sampler(ABC):
     name: ClassVar[str]

@@ -40,7 +40,4 @@ class EpsilonGreedySampler(Sampler):
         if audit.size:
             pool = np.setdiff1d(pool, audit, assume_unique=True)
         greedy = top_n_by_score(pkg.error_estimate(), pool, n - audit.size, rng)
-        edges = np.concatenate([audit, greedy]).astype(np.int64)
-        flags = np.zeros(n, dtype=bool)
-        flags[: audit.size] = True
-        return Selection(edges, flags)
+        return Selection.audited(audit, greedy)

@@ -64,10 +64,7 @@ class FocusSampler(Sampler):
         score = np.zeros(pkg.num_edges)
         score[pool] = focus_scores(a[pool], b[pool], self.threshold)
         chosen = top_n_by_score(score, pool, n - audit.size, rng)
-        edges = np.concatenate([audit, chosen]).astype(np.int64)
-        flags = np.zeros(n, dtype=bool)
-        flags[: audit.size] = True
-        return Selection(edges, flags)
+        return Selection.audited(audit, chosen)
 
     def state_dict(self) -> dict:
         return {**self.posterior.state_dict(), "rounds": self._rounds}

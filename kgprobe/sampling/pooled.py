@@ -151,10 +151,7 @@ class PooledThompsonSampler(Sampler):
             chosen = pool[part[np.argsort(-draws[part], kind="stable")]]
         else:
             chosen = np.empty(0, dtype=np.int64)
-        edges = np.concatenate([audit, chosen]).astype(np.int64)
-        flags = np.zeros(n, dtype=bool)
-        flags[: audit.size] = True
-        return Selection(edges, flags)
+        return Selection.audited(audit, chosen)
 
     def state_dict(self) -> dict:
         return {**self.posterior.state_dict(), "rounds": self._rounds}

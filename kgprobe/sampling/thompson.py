@@ -135,10 +135,7 @@ class ThompsonSampler(Sampler):
         audit = draw_audit(pkg, audit_count(n, self.audit_fraction, rng), rng)
         rest = n - audit.size
         chosen = self.top_n(pkg, rest, rng, exclude=audit)
-        edges = np.concatenate([audit, chosen]).astype(np.int64)
-        flags = np.zeros(edges.size, dtype=bool)
-        flags[: audit.size] = True
-        return Selection(edges, flags)
+        return Selection.audited(audit, chosen)
 
     def top_n(self, pkg, n: int, rng, *, exclude: np.ndarray) -> np.ndarray:
         if n == 0:
