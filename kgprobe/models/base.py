@@ -17,6 +17,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from kgprobe.errors import InputError
+
 
 @dataclass(frozen=True)
 class ScoreRequest:
@@ -63,6 +65,14 @@ class GenerateRequest:
     seed: int | None = None
     chat: bool = False
     edge: int | None = field(default=None, compare=False)
+
+
+def check_generate_request(index: int, request: GenerateRequest) -> None:
+    """Refuse settings no backend can honour, naming the request."""
+    if request.max_tokens < 1:
+        raise InputError(f"generate request {index}: max_tokens must be at least 1.")
+    if request.temperature < 0:
+        raise InputError(f"generate request {index}: temperature must be >= 0.")
 
 
 class LanguageModel(ABC):

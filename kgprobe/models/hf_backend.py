@@ -46,7 +46,13 @@ from pathlib import Path
 from typing import Sequence
 
 from kgprobe.errors import InputError, ModelError
-from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
+from kgprobe.models.base import (
+    GenerateRequest,
+    LanguageModel,
+    ScoreRequest,
+    ScoreResult,
+    check_generate_request,
+)
 from kgprobe.models.tokens import (
     Encoded,
     common_prefix_len,
@@ -554,10 +560,7 @@ class TransformersModel(LanguageModel):
         torch = self._torch
         prompts = []
         for index, request in enumerate(requests):
-            if request.max_tokens < 1:
-                raise InputError(f"generate request {index}: max_tokens must be at least 1.")
-            if request.temperature < 0:
-                raise InputError(f"generate request {index}: temperature must be >= 0.")
+            check_generate_request(index, request)
             ids = self._prompt_ids(request)
             if self.max_length is not None and len(ids) + request.max_tokens > self.max_length:
                 raise InputError(

@@ -48,7 +48,13 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from kgprobe.errors import InputError, ModelError
-from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
+from kgprobe.models.base import (
+    GenerateRequest,
+    LanguageModel,
+    ScoreRequest,
+    ScoreResult,
+    check_generate_request,
+)
 from kgprobe.models.tokens import cut_at_stop
 
 #: Sent when the key variable is unset: the client needs a non-empty key, keyless local
@@ -205,10 +211,7 @@ class OpenAICompatibleModel(LanguageModel):
         """Generated text per request; chat requests (or a chat-only API) use chat completions."""
         calls = []
         for index, request in enumerate(requests):
-            if request.max_tokens < 1:
-                raise InputError(f"generate request {index}: max_tokens must be at least 1.")
-            if request.temperature < 0:
-                raise InputError(f"generate request {index}: temperature must be >= 0.")
+            check_generate_request(index, request)
             kwargs: dict[str, Any] = dict(
                 model=self.model, max_tokens=request.max_tokens, temperature=request.temperature
             )

@@ -53,7 +53,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kgprobe.errors import InputError, ModelError
-from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
+from kgprobe.models.base import (
+    GenerateRequest,
+    LanguageModel,
+    ScoreRequest,
+    ScoreResult,
+    check_generate_request,
+)
 from kgprobe.models.tokens import (
     Encoded,
     cut_at_stop,
@@ -214,10 +220,7 @@ class VLLMModel(LanguageModel):
 
         prompts, params = [], []
         for index, request in enumerate(requests):
-            if request.max_tokens < 1:
-                raise InputError(f"generate request {index}: max_tokens must be at least 1.")
-            if request.temperature < 0:
-                raise InputError(f"generate request {index}: temperature must be >= 0.")
+            check_generate_request(index, request)
             ids = self._prompt_ids(request)
             if len(ids) + request.max_tokens > self.max_length:
                 raise InputError(
