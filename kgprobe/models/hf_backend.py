@@ -55,11 +55,9 @@ from kgprobe.models.base import (
 )
 from kgprobe.models.tokens import (
     Encoded,
+    TokenizedBackend,
     common_prefix_len,
     cut_at_stop,
-    encode_pair,
-    encode_score_request,
-    prompt_ids,
     start_token,
 )
 
@@ -155,7 +153,7 @@ def _stop_criteria(tokenizer, stops_per_row: list[list[str]], prompt_width: int)
     return StoppingCriteriaList([StopOnGeneratedText()])
 
 
-class TransformersModel(LanguageModel):
+class TransformersModel(TokenizedBackend, LanguageModel):
     """A causal LM from a local directory or hub id, run with transformers.
 
     Args:
@@ -264,22 +262,8 @@ class TransformersModel(LanguageModel):
         return f"transformers:{self._label}|dtype={dtype}|bos={int(self.add_bos)}"
 
     @property
-    def name(self) -> str:
-        return self._label
-
-    @property
-    def tokenizer(self):
-        return self._tokenizer
-
-    @property
     def model(self):
         return self._model
-
-    def encode(self, context: str, continuation: str) -> tuple[list[int], int]:
-        """Token ids of context + continuation (with this model's BOS policy) and the index
-        of the first continuation token."""
-        enc = self._encode(context, continuation)
-        return enc.ids, enc.boundary
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """Log-probabilities of each continuation, with shared-prefix reuse."""
@@ -300,15 +284,6 @@ class TransformersModel(LanguageModel):
         encoded = [self._encode_checked(i, r) for i, r in enumerate(requests)]
         with self._torch.inference_mode():
             return self._score_full(encoded)
-
-    # ------------------------------------------------------------------ encoding
-    def _encode(self, context: str, continuation: str) -> Encoded:
-        return encode_pair(self._tokenizer, context, continuation, add_bos=self.add_bos, start=self._start_token)
-
-    def _encode_checked(self, index: int, request: ScoreRequest) -> Encoded:
-        return encode_score_request(
-            self._tokenizer, index, request, add_bos=self.add_bos, start=self._start_token, window=self.max_length
-        )
 
     # ------------------------------------------------------------------ forward helpers
     def _hidden(self, input_ids, attention_mask, position_ids, cache=None, use_cache=False):
@@ -552,9 +527,6 @@ class TransformersModel(LanguageModel):
         return results  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ generation
-    def _prompt_ids(self, request: GenerateRequest) -> list[int]:
-        return prompt_ids(self._tokenizer, request, add_bos=self.add_bos, start=self._start_token)
-
     def generate(self, requests: Sequence[GenerateRequest]) -> list[str]:
         """Greedy requests are batched (left padding); sampled ones run one by one, seeded."""
         torch = self._torch

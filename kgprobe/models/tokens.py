@@ -118,3 +118,40 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> str:
             if found != -1:
                 cut = min(cut, found)
     return text[:cut]
+
+
+class TokenizedBackend:
+    """The tokenizer-facing part both local backends share.
+
+    A backend mixing this in sets ``_tokenizer``, ``_label``, ``add_bos``,
+    ``_start_token`` and ``max_length`` (None: unbounded); ``_window_reserve`` tokens of
+    the window stay free for what the engine must generate after a scored prompt.
+    """
+
+    _window_reserve = 0
+
+    @property
+    def name(self) -> str:
+        return self._label
+
+    @property
+    def tokenizer(self):
+        return self._tokenizer
+
+    def encode(self, context: str, continuation: str) -> tuple[list[int], int]:
+        """Token ids of context + continuation (with this model's BOS policy) and the index
+        of the first continuation token."""
+        enc = self._encode(context, continuation)
+        return enc.ids, enc.boundary
+
+    def _encode(self, context: str, continuation: str) -> Encoded:
+        return encode_pair(self._tokenizer, context, continuation, add_bos=self.add_bos, start=self._start_token)
+
+    def _encode_checked(self, index: int, request: ScoreRequest) -> Encoded:
+        return encode_score_request(
+            self._tokenizer, index, request, add_bos=self.add_bos, start=self._start_token,
+            window=self.max_length, reserve=self._window_reserve,
+        )
+
+    def _prompt_ids(self, request: GenerateRequest) -> list[int]:
+        return prompt_ids(self._tokenizer, request, add_bos=self.add_bos, start=self._start_token)

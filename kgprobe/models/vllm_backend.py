@@ -62,11 +62,9 @@ from kgprobe.models.base import (
 )
 from kgprobe.models.tokens import (
     Encoded,
+    TokenizedBackend,
     cut_at_stop,
-    encode_pair,
-    encode_score_request,
     longest_common_prefix,
-    prompt_ids,
     start_token,
 )
 
@@ -82,7 +80,7 @@ def vllm_available() -> tuple[bool, str]:
     return True, str(getattr(vllm, "__version__", "unknown"))
 
 
-class VLLMModel(LanguageModel):
+class VLLMModel(TokenizedBackend, LanguageModel):
     """A causal LM run by the offline vLLM engine.
 
     Args:
@@ -97,6 +95,9 @@ class VLLMModel(LanguageModel):
         label: the model name in ``identity`` (default: the resolved path).
         engine_kwargs: passed to ``vllm.LLM`` (e.g. ``max_model_len``, ``enforce_eager``).
     """
+
+    # The engine needs room for the one token it generates after a scored prompt.
+    _window_reserve = 1
 
     def __init__(
         self,
@@ -183,20 +184,6 @@ class VLLMModel(LanguageModel):
     def identity(self) -> str:
         return f"vllm:{self._label}|dtype={self.dtype}|bos={int(self.add_bos)}"
 
-    @property
-    def name(self) -> str:
-        return self._label
-
-    @property
-    def tokenizer(self):
-        return self._tokenizer
-
-    def encode(self, context: str, continuation: str) -> tuple[list[int], int]:
-        """Token ids of context + continuation (with this model's BOS policy) and the index
-        of the first continuation token."""
-        enc = self._encode(context, continuation)
-        return enc.ids, enc.boundary
-
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """Log-probabilities of each continuation (see the module notes on prefix caching)."""
         encoded = [self._encode_checked(i, r) for i, r in enumerate(requests)]
@@ -265,20 +252,6 @@ class VLLMModel(LanguageModel):
             pass
         del llm
         gc.collect()
-
-    # ------------------------------------------------------------------ encoding
-    def _encode(self, context: str, continuation: str) -> Encoded:
-        return encode_pair(self._tokenizer, context, continuation, add_bos=self.add_bos, start=self._start_token)
-
-    def _encode_checked(self, index: int, request: ScoreRequest) -> Encoded:
-        # The engine needs room for the one token it generates after the prompt.
-        return encode_score_request(
-            self._tokenizer, index, request, add_bos=self.add_bos, start=self._start_token,
-            window=self.max_length, reserve=1,
-        )
-
-    def _prompt_ids(self, request: GenerateRequest) -> list[int]:
-        return prompt_ids(self._tokenizer, request, add_bos=self.add_bos, start=self._start_token)
 
     # ------------------------------------------------------------------ engine calls
     def _generate(self, prompts, params):
