@@ -17,8 +17,11 @@ backend works in two levels:
    every token is run once, and the result equals scoring each sequence on its own.
    Rows are batched with padding; the prefix KV cache is expanded over the batch.
 
-Models with sliding-window attention (e.g. Gemma-3) get plain batched full-sequence
-scoring instead, because the packed mask and cache would bypass their window.
+Models with sliding-window attention (e.g. Gemma-3, window 512) use the same path for a
+family whose every sequence fits inside the window: there the window masks nothing, so
+sliding and full attention are the same computation. A family with a longer sequence
+gets plain batched full-sequence scoring, because the packed mask and cache would
+bypass the window.
 
 Tokenization and BOS
 --------------------
@@ -204,9 +207,12 @@ class TransformersModel(TokenizedBackend, LanguageModel):
         self._model.eval()
         config = self._model.config
         self._softcap = getattr(config, "final_logit_softcapping", None)
-        self._sliding = bool(getattr(config, "sliding_window", None)) and bool(
-            getattr(config, "use_sliding_window", True)
+        sliding = getattr(config, "sliding_window", None)
+        uses_sliding = getattr(config, "use_sliding_window", True) is not False and (
+            getattr(config, "layer_types", None) is None or "sliding_attention" in config.layer_types
         )
+        #: The attention window of sliding-window layers, None when the model has none.
+        self.sliding_window = int(sliding) if sliding and uses_sliding else None
         tok = self._tokenizer
         if add_bos is None:
             with_special = tok("a").input_ids
@@ -271,11 +277,14 @@ class TransformersModel(TokenizedBackend, LanguageModel):
         if not encoded:
             return []
         with self._torch.inference_mode():
-            if not self.share_prefix or self._sliding:
+            if not self.share_prefix:
                 return self._score_full(encoded)
             results: list[ScoreResult | None] = [None] * len(encoded)
             for family in self._families(encoded):
-                for index, result in zip(family, self._score_shared([encoded[i] for i in family])):
+                members = [encoded[i] for i in family]
+                fits = self.sliding_window is None or max(len(e.ids) for e in members) < self.sliding_window
+                scored = self._score_shared(members) if fits else self._score_full(members)
+                for index, result in zip(family, scored):
                     results[index] = result
             return results  # type: ignore[return-value]
 

@@ -29,19 +29,29 @@ def default_tokenizer():
     return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
 
 
-def tiny_model(*, seed: int = 0, max_position_embeddings: int = 256, add_bos: bool = False, **kwargs):
+def tiny_model(
+    *,
+    seed: int = 0,
+    max_position_embeddings: int = 256,
+    add_bos: bool = False,
+    sliding_window: int | None = None,
+    **kwargs,
+):
     """A :class:`~kgprobe.models.hf_backend.TransformersModel` around a random 2-layer Llama.
 
     Same ``seed`` ⇒ same weights ⇒ same scores. ``max_position_embeddings`` is the
-    window, kept small so too-long-context errors are cheap to provoke.
+    window, kept small so too-long-context errors are cheap to provoke. With
+    ``sliding_window`` the network is a 2-layer Gemma-3 instead (one sliding-window layer
+    with that window, one full-attention layer), the architecture of the optional
+    Gemma-3-270m.
     """
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import transformers
 
     from kgprobe.models.hf_backend import TransformersModel
 
     tokenizer = default_tokenizer()
-    config = LlamaConfig(
+    common = dict(
         vocab_size=len(tokenizer),
         hidden_size=32,
         intermediate_size=64,
@@ -54,12 +64,22 @@ def tiny_model(*, seed: int = 0, max_position_embeddings: int = 256, add_bos: bo
         pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=True,
     )
+    if sliding_window is None:
+        config, model_class, arch = transformers.LlamaConfig(**common), transformers.LlamaForCausalLM, "llama"
+    else:
+        config = transformers.Gemma3TextConfig(
+            **common,
+            head_dim=8,
+            sliding_window=sliding_window,
+            layer_types=["sliding_attention", "full_attention"],
+        )
+        model_class, arch = transformers.Gemma3ForCausalLM, f"gemma3-window{sliding_window}"
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
     try:
-        model = LlamaForCausalLM(config)
+        model = model_class(config)
     finally:
         torch.random.set_rng_state(generator_state)
     return TransformersModel.from_components(
-        model, tokenizer, label=f"tiny-random-llama-seed{seed}", add_bos=add_bos, **kwargs
+        model, tokenizer, label=f"tiny-random-{arch}-seed{seed}", add_bos=add_bos, **kwargs
     )

@@ -251,3 +251,37 @@ def test_two_relation_prefixes_in_one_batch(plain):
     for request, result in zip(requests, results):
         ids, boundary = model.encode(request.context, request.continuation)
         assert result.token_logprobs == pytest.approx(plain(model.model, ids, boundary)[0], abs=1e-5)
+
+
+def test_sliding_window_model_shares_prefix_only_inside_its_window(plain):
+    # A Gemma-3 with an 8-token sliding window. Inside the window the window masks nothing,
+    # so the shared-prefix path applies and must equal the plain forward; a longer sequence
+    # would be cut by the window, so that family is scored whole, also equal to plain.
+    model = tiny_model(seed=3, sliding_window=8)
+    assert model.sliding_window == 8
+    tok = model.tokenizer
+    short_context = "France Paris, Spain"  # 4 tokens; + option < 8
+    short = [ScoreRequest(short_context, o) for o in (" Madrid", " Lisbon", " Berlin is big")]
+    results = model.score(short)
+    assert model.tokens_run == len(_ids(tok, short_context)) + 1 + 1 + 3  # context once
+    for request, result in zip(short, results):
+        ids, boundary = model.encode(request.context, request.continuation)
+        assert result.token_logprobs == pytest.approx(plain(model.model, ids, boundary)[0], abs=1e-5)
+
+    model.tokens_run = 0
+    long = [ScoreRequest(ZP_CONTEXT, o) for o in (" Madrid", " Lisbon")]  # 11 context tokens > 8
+    results = model.score(long)
+    lengths = [len(model.encode(r.context, r.continuation)[0]) for r in long]
+    assert min(lengths) > 8
+    assert model.tokens_run == sum(lengths)  # every sequence on its own
+    for request, result in zip(long, results):
+        ids, boundary = model.encode(request.context, request.continuation)
+        expected = plain(model.model, ids, boundary)[0]
+        assert result.token_logprobs == pytest.approx(expected, abs=1e-5)
+    # The window matters at this length: the same weights without it score differently.
+    full = tiny_model(seed=3, sliding_window=64)
+    assert full.score(long)[0].token_logprobs != pytest.approx(results[0].token_logprobs, abs=1e-3)
+
+
+def test_models_without_sliding_layers_have_no_window(tiny):
+    assert tiny.sliding_window is None
