@@ -16,8 +16,16 @@ installed (``kgprobe models``):
    ``methods_sweep.png`` (ZP-LKE Figure 3's shape).
 3. **MONITOR per model** on ``--monitor-facts`` facts per predicate (R = 7, M = 5), next
    to the model's mean accuracy over the table; Pearson r between MONITOR and accuracy
-   when three or more models are available. Per-model results are written to
-   ``methods_models.json`` as each model finishes.
+   when three or more models are available (against the mean over the six methods and
+   against each method). A small MONITOR sample mostly measures which facts happen to
+   have a valid anchor, so give it a few facts per predicate.
+4. **BELIEF per model** (zero-shot setting, every template × up to 3 subject names) on
+   ``--belief-facts`` facts per predicate: accuracy mean, range and SD over resamples,
+   consistency, overconfidence and coverage.
+
+Per-model results are written to ``methods_models.json`` as each model finishes, so a
+long multi-model run keeps what it finished. ``--no-sweep`` leaves out part 2 (the
+costliest part for a larger model) when only the model comparison is wanted.
 
 Every request of a method goes to the model in one ``score`` or ``generate`` call, as the
 engine sends a round. Sizes are chosen to finish in about ten minutes on two CPU cores
@@ -27,7 +35,6 @@ with the default model. The last stdout line is the JSON result.
 from __future__ import annotations
 
 import json
-import math
 import time
 import warnings
 from pathlib import Path
@@ -45,6 +52,9 @@ def register(subparsers) -> None:
     parser.add_argument("--sweep-facts", type=int, default=8, help="capital facts in the accuracy-vs-n sweep")
     parser.add_argument("--sweep-seeds", type=int, default=5)
     parser.add_argument("--monitor-facts", type=int, default=2, help="facts per predicate for MONITOR")
+    parser.add_argument("--belief-facts", type=int, default=1,
+                        help="facts per predicate for BELIEF zero-shot (0 leaves BELIEF out)")
+    parser.add_argument("--no-sweep", action="store_true", help="leave out the accuracy-vs-n sweep")
     parser.add_argument("--models", default="", help="comma-separated model specs (default: every installed model)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
     parser.add_argument("--seed", type=int, default=0)
@@ -184,6 +194,54 @@ def monitor_for(kg, model, per_predicate: int, seed: int) -> dict:
     return run_monitor(kg, model, edges, rng=np.random.default_rng([seed, 12])).as_dict()
 
 
+def belief_for(kg, model, per_predicate: int, seed: int) -> dict:
+    from kgprobe.probes.belief import run_belief
+
+    facts = sample_facts(kg, per_predicate, np.random.default_rng([seed, 13]))
+    edges = [e for es in facts.values() for e in es]
+    return run_belief(kg, model, edges, setting="zero-shot", rng=np.random.default_rng([seed, 14])).as_dict()
+
+
+def correlations(per_model: dict) -> dict:
+    """Pearson r between MONITOR and accuracy across models: mean accuracy and per method."""
+    names = [n for n in per_model if per_model[n]["monitor"]["monitor"] is not None]
+    monitor = [per_model[n]["monitor"]["monitor"] for n in names]
+    by_method = {}
+    for method in METHODS:
+        accuracies = [per_model[n]["table"]["overall"][method]["accuracy"] for n in names]
+        by_method[method] = None if None in accuracies else pearson(monitor, accuracies)
+    return {
+        "models": names,
+        "mean_accuracy": pearson(monitor, [per_model[n]["mean_accuracy"] for n in names]),
+        "by_method": by_method,
+    }
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def format_model_table(per_model: dict) -> str:
+    """One row per model: overall accuracy per method, their mean, MONITOR and BELIEF."""
+    header = "| model | " + " | ".join(METHODS) + " | mean | MONITOR (valid/facts) | BELIEF acc ± SD, consistency |"
+    lines = [header, "|" + "---|" * (len(METHODS) + 4)]
+    for name, m in per_model.items():
+        cells = [
+            "—" if m["table"]["overall"][k]["accuracy"] is None else f"{m['table']['overall'][k]['accuracy']:.2f}"
+            for k in METHODS
+        ]
+        mon = m["monitor"]
+        belief = m.get("belief")
+        belief_cell = "—" if not belief else (
+            f"{belief['accuracy_mean']:.2f} ± {belief['accuracy_sd']:.2f}, {belief['consistency']:.2f}"
+        )
+        lines.append(
+            f"| {name} | " + " | ".join(cells) + f" | {m['mean_accuracy']:.2f} | "
+            f"{_fmt(mon['monitor'], '.3f')} ({mon['num_valid']}/{mon['num_facts']}) | {belief_cell} |"
+        )
+    return "\n".join(lines)
+
+
 def pearson(xs: list[float], ys: list[float]) -> float | None:
     if len(xs) < 3:
         return None
@@ -216,6 +274,8 @@ def handle(args) -> int:
 
     if min(args.facts, args.sweep_facts, args.sweep_seeds, args.monitor_facts) < 1:
         raise InputError("--facts, --sweep-facts, --sweep-seeds and --monitor-facts must be at least 1")
+    if args.belief_facts < 0:
+        raise InputError("--belief-facts must be 0 (no BELIEF) or more")
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")  # fewer-options warnings are expected here and reported as chance levels
     started = time.perf_counter()
@@ -232,29 +292,41 @@ def handle(args) -> int:
         table = method_table(kg, model, facts, args.seed)
         print(f"{model.name}: method table ({time.perf_counter() - t0:.0f} s)")
         print(format_table(kg, table))
-        t0 = time.perf_counter()
-        sweep = n_sweep(kg, model, args.sweep_facts, args.sweep_seeds, args.seed)
-        sweeps[model.name] = sweep
-        print(f"{model.name}: accuracy vs n ({time.perf_counter() - t0:.0f} s): "
-              + ", ".join(f"n={p['n']}: {p['mean']:.2f}±{p['sd']:.2f}" for p in sweep["curve"]))
+        if not args.no_sweep:
+            t0 = time.perf_counter()
+            sweep = n_sweep(kg, model, args.sweep_facts, args.sweep_seeds, args.seed)
+            sweeps[model.name] = sweep
+            print(f"{model.name}: accuracy vs n ({time.perf_counter() - t0:.0f} s): "
+                  + ", ".join(f"n={p['n']}: {p['mean']:.2f}±{p['sd']:.2f}" for p in sweep["curve"]))
         t0 = time.perf_counter()
         monitor = monitor_for(kg, model, args.monitor_facts, args.seed)
-        print(f"{model.name}: MONITOR {monitor['monitor']:.3f} over {monitor['num_valid']}/{monitor['num_facts']} "
+        print(f"{model.name}: MONITOR {_fmt(monitor['monitor'], '.3f')} over {monitor['num_valid']}/{monitor['num_facts']} "
               f"facts with a valid anchor ({time.perf_counter() - t0:.0f} s)")
+        belief = None
+        if args.belief_facts:
+            t0 = time.perf_counter()
+            belief = belief_for(kg, model, args.belief_facts, args.seed)
+            print(f"{model.name}: BELIEF zero-shot accuracy {belief['accuracy_mean']:.3f} ± {belief['accuracy_sd']:.3f}, "
+                  f"consistency {belief['consistency']:.3f}, overconfidence {belief['overconfidence']:.3f} over "
+                  f"{belief['num_prompts']} prompts ({time.perf_counter() - t0:.0f} s)")
         accuracies = [c["accuracy"] for c in table["overall"].values() if c["accuracy"] is not None]
         per_model[model.name] = {
             "table": table,
             "monitor": monitor,
+            "belief": belief,
             "mean_accuracy": round(float(np.mean(accuracies)), 4),
             "zp_lke_mc_ge_hgp_mc": table["overall"]["zp-lke"]["accuracy"] >= table["overall"]["hgp"]["accuracy"],
         }
         model.close()
         # Written after every model, so a long multi-model run leaves its finished models' results.
         (out_dir / "methods_models.json").write_text(json.dumps(per_model, indent=1))
-        (out_dir / "methods_sweep.json").write_text(json.dumps(sweeps, indent=1))
-        plot_sweep(sweeps, out_dir / "methods_sweep.png")
-    names = list(per_model)
-    r = pearson([per_model[n]["monitor"]["monitor"] for n in names], [per_model[n]["mean_accuracy"] for n in names])
+        if sweeps:
+            (out_dir / "methods_sweep.json").write_text(json.dumps(sweeps, indent=1))
+            plot_sweep(sweeps, out_dir / "methods_sweep.png")
+    print("models side by side (overall accuracy per method):")
+    print(format_model_table(per_model))
+    corr = correlations(per_model)
+    r = corr["mean_accuracy"]
     result = {
         "bench": "methods",
         "kg": kg.name,
@@ -263,8 +335,9 @@ def handle(args) -> int:
         "models": per_model,
         "sweep": sweeps,
         "monitor_accuracy_pearson_r": r,
-        "pearson_note": None if r is not None else f"needs >= 3 models, {len(names)} available",
-        "plot": str(out_dir / "methods_sweep.png"),
+        "monitor_pearson_r_by_method": corr["by_method"],
+        "pearson_note": None if r is not None else f"needs >= 3 models with a MONITOR score, {len(corr['models'])} available",
+        "plot": str(out_dir / "methods_sweep.png") if sweeps else None,
         "seconds": round(time.perf_counter() - started, 1),
     }
     print(json.dumps(result, separators=(",", ":")))

@@ -71,11 +71,15 @@ class MonitorResult:
     facts: list[MonitorFact] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict:
+        """JSON-ready: scores with no valid fact behind them are None, not NaN."""
+        def number(x: float) -> float | None:
+            return None if math.isnan(x) else x
+
         return {
-            "monitor": self.score,
-            "mean_pfd": self.mean_pfd,
-            "mean_ird": self.mean_ird,
-            "mean_anchor_prob": self.mean_anchor_prob,
+            "monitor": number(self.score),
+            "mean_pfd": number(self.mean_pfd),
+            "mean_ird": number(self.mean_ird),
+            "mean_anchor_prob": number(self.mean_anchor_prob),
             "num_facts": self.num_facts,
             "num_valid": self.num_valid,
             "num_invalid_anchor": self.num_invalid_anchor,

@@ -27,3 +27,52 @@ def test_sample_facts_takes_active_edges_per_predicate(tiny_kg):
     assert set(facts) == {"P36", "P37"}
     assert facts["P36"] == [0, 1]  # only two capital facts
     assert len(facts["P37"]) == 3 and set(facts["P37"]) <= {2, 3, 4, 5, 6, 7}
+
+
+def _model_entry(accuracies: dict, monitor, valid=3, facts=11, belief=None):
+    overall = {m: {"accuracy": a, "chance": 0.0, "n": 11} for m, a in accuracies.items()}
+    return {
+        "table": {"overall": overall},
+        "monitor": {"monitor": monitor, "num_valid": valid, "num_facts": facts},
+        "belief": belief,
+        "mean_accuracy": round(sum(accuracies.values()) / len(accuracies), 4),
+    }
+
+
+def test_correlations_across_models_skip_models_without_monitor():
+    from kgprobe.bench.methods import METHODS, correlations
+
+    # Mean accuracies 0.2, 0.4, 0.6 against MONITOR 0.9, 0.6, 0.3: exactly linear, r = -1.
+    # zp-lke accuracies 0.2, 0.3, 0.7 against the same: mean x = 0.6, mean y = 0.4,
+    # dx = (0.3, 0, -0.3), dy = (-0.2, -0.1, 0.3): r = (-0.06 - 0.09) / sqrt(0.18 * 0.14)
+    # = -0.15 / 0.158745 = -0.944911.
+    per_model = {
+        "a": _model_entry({m: 0.2 for m in METHODS}, 0.9),
+        "b": _model_entry({m: 0.4 for m in METHODS}, 0.6),
+        "c": _model_entry({m: 0.6 for m in METHODS}, 0.3),
+        "no-anchor": _model_entry({m: 0.5 for m in METHODS}, None, valid=0),
+    }
+    per_model["a"]["table"]["overall"]["zp-lke"]["accuracy"] = 0.2
+    per_model["b"]["table"]["overall"]["zp-lke"]["accuracy"] = 0.3
+    per_model["c"]["table"]["overall"]["zp-lke"]["accuracy"] = 0.7
+    corr = correlations(per_model)
+    assert corr["models"] == ["a", "b", "c"]
+    assert corr["by_method"]["zp-lke"] == pytest.approx(-0.944911, abs=1e-6)
+    assert corr["by_method"]["hgp"] == pytest.approx(-1.0)
+    # "mean_accuracy" is the stored per-model mean (0.2, 0.4, 0.6 here): r = -1.
+    assert corr["mean_accuracy"] == pytest.approx(-1.0)
+    del per_model["c"]
+    assert correlations(per_model)["mean_accuracy"] is None  # two models with MONITOR left
+
+
+def test_model_table_rows():
+    from kgprobe.bench.methods import METHODS, format_model_table
+
+    belief = {"accuracy_mean": 0.25, "accuracy_sd": 0.05, "consistency": 0.5}
+    per_model = {
+        "m1": _model_entry({m: 0.5 for m in METHODS}, 0.4388, belief=belief),
+        "m2": _model_entry({m: 0.25 for m in METHODS}, None, valid=0),
+    }
+    lines = format_model_table(per_model).splitlines()
+    assert lines[2] == "| m1 | 0.50 | 0.50 | 0.50 | 0.50 | 0.50 | 0.50 | 0.50 | 0.439 (3/11) | 0.25 ± 0.05, 0.50 |"
+    assert lines[3] == "| m2 | 0.25 | 0.25 | 0.25 | 0.25 | 0.25 | 0.25 | 0.25 | — (0/11) | — |"
