@@ -40,6 +40,7 @@ from kgprobe.errors import InputError, ModelError
 from kgprobe.kg.graph import KnowledgeGraph
 from kgprobe.models.base import LanguageModel
 from kgprobe.probes.base import Probe, ProbeTask, Verdict
+from kgprobe.probes.common import unnamed_active_edges
 from kgprobe.sampling.base import Sampler
 from kgprobe.store import ProbeRecord, RoundRecord, RunStore, requests_sha
 
@@ -99,6 +100,15 @@ class EngineConfig:
             raise InputError(f"batch size must be a positive integer, got {self.batch_size!r}")
         if kg.num_active == 0:
             raise InputError(f"the KG {kg.name!r} has no active edges: nothing can be probed")
+        unnamed = unnamed_active_edges(kg)
+        if len(unnamed):
+            t = kg.triple(int(unnamed[0]))
+            raise InputError(
+                f"{len(unnamed)} active edge(s) of the KG {kg.name!r} have an entity with no usable name "
+                f"(no label other than its id and no alias), e.g. edge {int(unnamed[0])}: "
+                f"({t.subject}, {t.predicate}, {t.object}); no question can be asked about them. Give those "
+                "entities a label or alias in the KG file, or mark the edges dead (active: false)"
+            )
         if self.batch_size > kg.num_active:
             raise InputError(
                 f"batch size {self.batch_size} is larger than the {kg.num_active} active edges of the KG "

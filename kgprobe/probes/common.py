@@ -66,6 +66,16 @@ def renderable(kg: KnowledgeGraph, edge: int) -> bool:
     return display_name(kg.entity(t.subject)) is not None and display_name(kg.entity(t.object)) is not None
 
 
+def unnamed_active_edges(kg: KnowledgeGraph) -> np.ndarray:
+    """Active edges with an end that has no usable name (see ``display_name``), sorted.
+
+    No probe can ask about such an edge, so a run checks for them before it starts
+    instead of failing in the round that first samples one.
+    """
+    named = np.fromiter((display_name(kg.entity(e)) is not None for e in kg.entity_ids), bool, kg.num_entities)
+    return np.flatnonzero(kg.active & ~(named[kg.subjects] & named[kg.objects]))
+
+
 def gold_names(kg: KnowledgeGraph, subject: str, predicate: str) -> list[str]:
     """Names (labels and aliases) of every true object of (subject, predicate)."""
     names: list[str] = []

@@ -240,3 +240,24 @@ def test_scoring_method_on_a_model_that_cannot_score(tmp_path, countries, theta)
     # Generation methods work on it.
     run = make_run(countries, model, method="yes-no", probe_options={}, budget=16).finish()
     assert run.queries_spent == 16
+
+
+def test_an_unnamed_entity_is_refused_before_the_run_starts(tmp_path, countries, sim_model):
+    from dataclasses import replace
+
+    from kgprobe.kg.graph import KnowledgeGraph
+
+    # Strip Norway of its name (label = its id, no alias), as a hand-made KG file might.
+    norway = countries.entity("Q20")
+    assert norway.label == "Norway"
+    entities = [replace(e, label=e.id, aliases=()) if e.id == "Q20" else e for e in countries.entities.values()]
+    kg = KnowledgeGraph(entities, list(countries.predicates.values()), countries.triples(), name="no-norway")
+    touching = [j for j in kg.active_edges() if "Q20" in (kg.triple(j).subject, kg.triple(j).object)]
+    first = kg.triple(int(min(touching)))
+    store = tmp_path / "run.kgrun"
+    with pytest.raises(InputError) as info:
+        make_run(kg, sim_model, store=store)
+    message = str(info.value)
+    assert message.startswith(f"{len(touching)} active edge(s) of the KG 'no-norway' have an entity with no usable name")
+    assert f"e.g. edge {min(touching)}: ({first.subject}, {first.predicate}, {first.object})" in message
+    assert not store.exists()
