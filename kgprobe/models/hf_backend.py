@@ -135,6 +135,23 @@ def _make_cache(tensors: list[tuple], batch: int):
         return DynamicCache.from_legacy_cache(tuple(expanded))
 
 
+class _no_progress_bars:
+    """Hide transformers' per-load "Loading weights" bar: loading a local copy takes a
+    second, and the engine and the API leave the terminal to their caller."""
+
+    def __enter__(self):
+        from transformers.utils import logging
+
+        self._was_enabled = logging.is_progress_bar_enabled()
+        logging.disable_progress_bar()
+
+    def __exit__(self, *exc):
+        from transformers.utils import logging
+
+        if self._was_enabled:
+            logging.enable_progress_bar()
+
+
 def _stop_criteria(tokenizer, stops_per_row: list[list[str]], prompt_width: int):
     """Stop each row once its *generated* text contains one of that row's stop strings.
 
@@ -246,8 +263,9 @@ class TransformersModel(TokenizedBackend, LanguageModel):
             raise ModelError(f"{path} is not a transformers model directory (no config.json).")
         source = str(path) if path.exists() else path_or_id
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source)
-            model = AutoModelForCausalLM.from_pretrained(source, **dtype_kwarg(torch.float32))
+            with _no_progress_bars():
+                tokenizer = AutoTokenizer.from_pretrained(source)
+                model = AutoModelForCausalLM.from_pretrained(source, **dtype_kwarg(torch.float32))
         except Exception as exc:  # corrupt weights, unknown architecture, no network for a hub id
             raise ModelError(
                 f"cannot load model {path_or_id!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}. "

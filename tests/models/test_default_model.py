@@ -137,3 +137,18 @@ def test_conversion_is_faithful_and_atomic(tmp_path, monkeypatch):
     # rope_theta survives the round trip (the 4.x/5.x trap): SmolLM2 uses 100000.
     rope = getattr(copy.config, "rope_parameters", None) or {"rope_theta": copy.config.rope_theta}
     assert rope["rope_theta"] == 100000.0
+
+
+def test_loading_the_converted_copy_prints_nothing(capfd):
+    # The engine and the API leave the terminal to their caller: no per-load progress bar,
+    # and the caller's own transformers progress-bar setting is left as it was.
+    from transformers.utils import logging
+
+    from kgprobe.models.registry import load_model
+
+    assert logging.is_progress_bar_enabled()
+    model = load_model("default")
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")
+    assert logging.is_progress_bar_enabled()
+    model.close()
