@@ -236,8 +236,14 @@ class LiveView:
         st = self.started
         head = Text()
         if st is not None:
-            head.append(f"{st.model} · {st.kg_name} ({st.num_active:,} edges) · {st.config.method} · "
-                        f"{st.config.sampler} · batch {st.config.batch_size} · seed {st.config.seed}")
+            rest = (f" · {st.kg_name} ({st.num_active:,} edges) · {st.config.method} · "
+                    f"{st.config.sampler} · batch {st.config.batch_size} · seed {st.config.seed}")
+            model = st.model
+            if len(model) + len(rest) > width - 4:
+                # The weights hash after "@" identifies the model in run files and reports;
+                # on a narrow terminal the header keeps the name on one line instead.
+                model = model.split("@")[0]
+            head.append(model + rest)
         status = self._status_line()
         progress = self._progress()
         metrics = self._metrics_table()

@@ -40,9 +40,9 @@ def summary(r, win, zero, allsense, spent, elapsed=2.0):
     )
 
 
-def feed(view: LiveView, kg):
+def feed(view: LiveView, kg, model: str = "smollm2"):
     cfg = EngineConfig(batch_size=32, budget=256, convergence_window=2)
-    view(RunStarted(cfg, "countries", kg.num_active, "smollm2", 1, 0, False))
+    view(RunStarted(cfg, "countries", kg.num_active, model, 1, 0, False))
     for r, (w, z, a) in enumerate([(0.50, 0.40, 0.45), (0.52, 0.38, 0.47), (0.55, 0.35, 0.50)], start=1):
         view(RoundFinished(summary(r, w, z, a, 32 * r)))
 
@@ -68,6 +68,9 @@ def test_panel_fits_80_and_200_columns(countries):
         console.print(view.render())
         text = console.export_text()
         assert max(len(line) for line in text.splitlines()) <= width
+        lines = text.splitlines()
+        header = "smollm2 · countries (3,246 edges) · zp-lke · thompson · batch 32 · seed 0"
+        assert lines[1].strip("│ ") == header
         # Trend over the 2-round window: win 0.50 -> 0.55 is +5.0 points.
         assert "55.0%  ▲ +5.0 pt" in text
         assert "96/256 queries" in text and "ETA 0:10" in text
@@ -81,6 +84,17 @@ def test_panel_fits_80_and_200_columns(countries):
         assert re.search(r"country calling[^│%]*?\s+90%\s+9\s", text)
         assert re.search(r"Democratic Rep[^│%]*?\s+50%\s+4\s", text)
         assert re.search(r"zero-sense\s+edges\s+entity\s+zero-sense\s+edges", text)
+
+
+def test_header_drops_the_weights_hash_only_when_narrow(countries):
+    name = "smollm2-135m-instruct@b179c9523d0e6a0f"
+    rest = " · countries (3,246 edges) · zp-lke · thompson · batch 32 · seed 0"
+    for width, shown in ((120, name), (100, "smollm2-135m-instruct")):
+        console = Console(file=io.StringIO(), width=width, record=True, color_system=None)
+        view = LiveView(countries, mode="live", console=console)
+        feed(view, countries, model=name)
+        console.print(view.render())
+        assert console.export_text().splitlines()[1].strip("│ ") == shown + rest
 
 
 def test_convergence_text_uses_the_monitors_spread(countries):
