@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
             args = parser.parse_args(["run", *(argv or [])])
         else:
             parser.parse_args([args.command, "--help"])
+    if hasattr(sys.stdout, "reconfigure"):
+        # Progress lines of long commands reach a log file or pipe as they happen, not at exit.
+        sys.stdout.reconfigure(line_buffering=True)
     try:
         return int(args.func(args) or 0)
     except KgprobeError as exc:
