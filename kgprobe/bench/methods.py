@@ -35,6 +35,7 @@ with the default model. The last stdout line is the JSON result.
 from __future__ import annotations
 
 import json
+import math
 import time
 import warnings
 from pathlib import Path
@@ -111,6 +112,7 @@ def method_table(kg, model, facts: dict[str, list[int]], seed: int) -> dict:
 
     table: dict[str, dict[str, dict]] = {}
     overall: dict[str, dict] = {}
+    verdicts: dict[str, dict[int, bool]] = {}
     timings = {}
     for method in METHODS:
         probe = make_probe(method)
@@ -125,18 +127,42 @@ def method_table(kg, model, facts: dict[str, list[int]], seed: int) -> dict:
         for predicate in facts:
             own = [r for r in results if r[0] == predicate]
             table.setdefault(predicate, {})[method] = _summary(own)
-        overall[method] = _summary(results)
-    return {"per_predicate": table, "overall": overall, "seconds": timings}
+        overall[method] = _summary(results, interval=True)
+        verdicts[method] = {edge: correct for _, edge, correct, _ in results}
+    return {"per_predicate": table, "overall": overall, "verdicts": verdicts, "seconds": timings}
 
 
-def _summary(rows) -> dict:
+def _summary(rows, *, interval: bool = False) -> dict:
+    """Accuracy, mean chance level and count of (predicate, edge, correct, chance) rows;
+    with ``interval`` also the 95 % Wilson interval of the accuracy."""
+    from kgprobe.metrics import wilson_interval
+
     if not rows:
-        return {"accuracy": None, "chance": None, "n": 0}
-    return {
-        "accuracy": round(float(np.mean([r[2] for r in rows])), 4),
+        return {"accuracy": None, "chance": None, "n": 0, **({"ci95": None} if interval else {})}
+    right = sum(bool(r[2]) for r in rows)
+    out = {
+        "accuracy": round(right / len(rows), 4),
         "chance": round(float(np.mean([r[3] for r in rows])), 4),
         "n": len(rows),
     }
+    if interval:
+        out["ci95"] = [round(x, 4) for x in wilson_interval(right, len(rows))]
+    return out
+
+
+def paired_comparison(a: dict[int, bool], b: dict[int, bool]) -> dict:
+    """Exact McNemar test of two methods on the facts both judged.
+
+    Only discordant facts carry information: ``a_only`` right under ``a`` alone,
+    ``b_only`` under ``b`` alone. Under "no difference" each discordant fact is a fair
+    coin, so the two-sided p-value is 2·P(Binomial(a_only + b_only, ½) ≤ min), capped at 1.
+    """
+    common = sorted(set(a) & set(b))
+    a_only = sum(a[e] and not b[e] for e in common)
+    b_only = sum(b[e] and not a[e] for e in common)
+    discordant = a_only + b_only
+    tail = sum(math.comb(discordant, k) for k in range(min(a_only, b_only) + 1)) / 2**discordant
+    return {"n": len(common), "a_only": a_only, "b_only": b_only, "p_value": round(min(1.0, 2 * tail), 4)}
 
 
 def n_sweep(kg, model, num_facts: int, seeds: int, seed: int) -> dict:
@@ -260,7 +286,8 @@ def format_table(kg, table: dict) -> str:
         parts = []
         for m in METHODS:
             c = cells[m]
-            parts.append("—" if c["accuracy"] is None else f"{c['accuracy']:.2f} ({c['chance']:.2f}) n={c['n']}")
+            ci = f" [{c['ci95'][0]:.2f}, {c['ci95'][1]:.2f}]" if c.get("ci95") else ""
+            parts.append("—" if c["accuracy"] is None else f"{c['accuracy']:.2f}{ci} ({c['chance']:.2f}) n={c['n']}")
         lines.append(f"| {name} | " + " | ".join(parts) + " |")
     return "\n".join(lines)
 
@@ -292,6 +319,9 @@ def handle(args) -> int:
         table = method_table(kg, model, facts, args.seed)
         print(f"{model.name}: method table ({time.perf_counter() - t0:.0f} s)")
         print(format_table(kg, table))
+        paired = paired_comparison(table["verdicts"]["zp-lke"], table["verdicts"]["hgp"])
+        print(f"{model.name}: ZP-LKE vs HGP multiple choice on the same {paired['n']} facts: only ZP-LKE right on "
+              f"{paired['a_only']}, only HGP on {paired['b_only']}, exact McNemar p = {paired['p_value']:.3f}")
         if not args.no_sweep:
             t0 = time.perf_counter()
             sweep = n_sweep(kg, model, args.sweep_facts, args.sweep_seeds, args.seed)
@@ -316,6 +346,7 @@ def handle(args) -> int:
             "belief": belief,
             "mean_accuracy": round(float(np.mean(accuracies)), 4),
             "zp_lke_mc_ge_hgp_mc": table["overall"]["zp-lke"]["accuracy"] >= table["overall"]["hgp"]["accuracy"],
+            "zp_lke_vs_hgp_mc": paired,
         }
         model.close()
         # Written after every model, so a long multi-model run leaves its finished models' results.

@@ -76,3 +76,25 @@ def test_model_table_rows():
     lines = format_model_table(per_model).splitlines()
     assert lines[2] == "| m1 | 0.50 | 0.50 | 0.50 | 0.50 | 0.50 | 0.50 | 0.50 | 0.439 (3/11) | 0.25 ± 0.05, 0.50 |"
     assert lines[3] == "| m2 | 0.25 | 0.25 | 0.25 | 0.25 | 0.25 | 0.25 | 0.25 | — (0/11) | — |"
+
+
+def test_overall_summary_has_a_wilson_interval():
+    # 1 right of 4: Wilson 95 % with z = 1.959964: centre (0.25 + z²/8) / (1 + z²/4) = 0.4951,
+    # half-width z·sqrt(0.25·0.75/4 + z²/64) / (1 + z²/4) = 0.4496 -> [0.0456, 0.6994].
+    rows = [("P", 0, True, 0.5), ("P", 1, False, 0.5), ("P", 2, False, 0.5), ("P", 3, False, 0.5)]
+    assert _summary(rows, interval=True) == {"accuracy": 0.25, "chance": 0.5, "n": 4, "ci95": [0.0456, 0.6994]}
+    assert _summary([], interval=True)["ci95"] is None
+
+
+def test_paired_comparison_is_an_exact_mcnemar_test():
+    from kgprobe.bench.methods import paired_comparison
+
+    # Facts 0-9 judged by both; 10 only by a. Discordant: a alone right on 1, 2, 3, 4, 5 (5),
+    # b alone on 6 (1). p = 2 * P(Bin(6, 1/2) <= 1) = 2 * (1 + 6) / 64 = 0.21875.
+    a = {e: e <= 5 for e in range(11)}
+    b = {e: e in (0, 6) for e in range(10)}
+    assert paired_comparison(a, b) == {"n": 10, "a_only": 5, "b_only": 1, "p_value": 0.2188}
+    # No discordant fact: no evidence either way, p = 1.
+    assert paired_comparison({1: True}, {1: True}) == {"n": 1, "a_only": 0, "b_only": 0, "p_value": 1.0}
+    # 7 to 0: p = 2 / 128 = 0.015625.
+    assert paired_comparison({e: True for e in range(7)}, {e: False for e in range(7)})["p_value"] == 0.0156
