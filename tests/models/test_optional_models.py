@@ -27,7 +27,13 @@ def test_gemma_uses_bos_and_scores_like_a_plain_forward(plain):
     assert model.add_bos is True and ids[0] == 2 == model.tokenizer.bos_token_id
     assert ids[1:] == model.tokenizer("Hello world", add_special_tokens=False).input_ids
     requests = [ScoreRequest(ZP_CONTEXT, o) for o in (" Madrid", " Lisbon", " Madrid, Spain")]
-    for request, result in zip(requests, model.score(requests)):
+    results = model.score(requests)
+    # These sequences fit Gemma's 512-token sliding window, so the context ran once.
+    assert model.sliding_window == 512
+    lengths = [len(model.encode(r.context, r.continuation)[0]) for r in requests]
+    context = len(model.encode(ZP_CONTEXT, " Madrid")[0]) - 1
+    assert model.tokens_run == context + sum(n - context for n in lengths)
+    for request, result in zip(requests, results):
         ids, boundary = model.encode(request.context, request.continuation)
         assert result.token_logprobs == pytest.approx(plain(model.model, ids, boundary)[0], abs=1e-4)
 
