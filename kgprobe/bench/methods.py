@@ -236,11 +236,26 @@ def correlations(per_model: dict) -> dict:
     for method in METHODS:
         accuracies = [per_model[n]["table"]["overall"][method]["accuracy"] for n in names]
         by_method[method] = None if None in accuracies else pearson(monitor, accuracies)
+    r = pearson(monitor, [per_model[n]["mean_accuracy"] for n in names])
     return {
         "models": names,
-        "mean_accuracy": pearson(monitor, [per_model[n]["mean_accuracy"] for n in names]),
+        "mean_accuracy": r,
+        "mean_accuracy_p_value": None if r is None else pearson_p_value(r, len(names)),
         "by_method": by_method,
     }
+
+
+def pearson_p_value(r: float, n: int) -> float:
+    """Two-sided p-value of Pearson r over n points (t-test, n − 2 degrees of freedom).
+
+    With three models there is one degree of freedom: even r = 0.9 is p ≈ 0.29.
+    """
+    from scipy import stats
+
+    if abs(r) >= 1.0:
+        return 0.0
+    t = r * math.sqrt((n - 2) / (1 - r * r))
+    return float(2 * stats.t.sf(abs(t), n - 2))
 
 
 def _fmt(x: float | None, spec: str) -> str:
@@ -366,6 +381,7 @@ def handle(args) -> int:
         "models": per_model,
         "sweep": sweeps,
         "monitor_accuracy_pearson_r": r,
+        "monitor_accuracy_pearson_p": corr["mean_accuracy_p_value"],
         "monitor_pearson_r_by_method": corr["by_method"],
         "pearson_note": None if r is not None else f"needs >= 3 models with a MONITOR score, {len(corr['models'])} available",
         "plot": str(out_dir / "methods_sweep.png") if sweeps else None,

@@ -59,8 +59,9 @@ def test_correlations_across_models_skip_models_without_monitor():
     assert corr["models"] == ["a", "b", "c"]
     assert corr["by_method"]["zp-lke"] == pytest.approx(-0.944911, abs=1e-6)
     assert corr["by_method"]["hgp"] == pytest.approx(-1.0)
-    # "mean_accuracy" is the stored per-model mean (0.2, 0.4, 0.6 here): r = -1.
+    # "mean_accuracy" is the stored per-model mean (0.2, 0.4, 0.6 here): r = -1, p = 0.
     assert corr["mean_accuracy"] == pytest.approx(-1.0)
+    assert corr["mean_accuracy_p_value"] == pytest.approx(0.0, abs=1e-6)
     del per_model["c"]
     assert correlations(per_model)["mean_accuracy"] is None  # two models with MONITOR left
 
@@ -98,3 +99,14 @@ def test_paired_comparison_is_an_exact_mcnemar_test():
     assert paired_comparison({1: True}, {1: True}) == {"n": 1, "a_only": 0, "b_only": 0, "p_value": 1.0}
     # 7 to 0: p = 2 / 128 = 0.015625.
     assert paired_comparison({e: True for e in range(7)}, {e: False for e in range(7)})["p_value"] == 0.0156
+
+
+def test_pearson_p_value_with_three_models():
+    from kgprobe.bench.methods import pearson_p_value
+
+    # One degree of freedom: t = r / sqrt(1 - r^2) follows a Cauchy law, so
+    # p = 1 - 2 atan(|t|) / pi. r = -0.944911: t = -2.886751, p = 0.212296.
+    assert pearson_p_value(-0.944911182523068, 3) == pytest.approx(0.212296, abs=1e-6)
+    # Four points, r = 0.5: t = 0.5 * sqrt(2 / 0.75) = 0.816497 on 2 df;
+    # p = 1 - |t| / sqrt(2 + t^2) = 1 - 0.816497 / 1.632993 = 0.5.
+    assert pearson_p_value(0.5, 4) == pytest.approx(0.5, abs=1e-9)
