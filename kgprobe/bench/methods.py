@@ -88,6 +88,11 @@ def sample_facts(kg, per_predicate: int, rng: np.random.Generator) -> dict[str, 
     return chosen
 
 
+def _sampled_edges(kg, per_predicate: int, rng: np.random.Generator) -> list[int]:
+    """``sample_facts`` flattened into one edge list (MONITOR and BELIEF take edges)."""
+    return [e for edges in sample_facts(kg, per_predicate, rng).values() for e in edges]
+
+
 def run_probe(kg, model, probe, edges: list[int], seed: int) -> list[tuple[int, bool, float]]:
     """(edge, correct, chance) for every edge, all requests in one score/generate call."""
     tasks = [probe.render(kg, e, np.random.default_rng([seed, e])) for e in edges]
@@ -215,16 +220,14 @@ def plot_sweep(sweeps: dict[str, dict], path: Path) -> None:
 def monitor_for(kg, model, per_predicate: int, seed: int) -> dict:
     from kgprobe.probes.monitor import run_monitor
 
-    facts = sample_facts(kg, per_predicate, np.random.default_rng([seed, 11]))
-    edges = [e for es in facts.values() for e in es]
+    edges = _sampled_edges(kg, per_predicate, np.random.default_rng([seed, 11]))
     return run_monitor(kg, model, edges, rng=np.random.default_rng([seed, 12])).as_dict()
 
 
 def belief_for(kg, model, per_predicate: int, seed: int) -> dict:
     from kgprobe.probes.belief import run_belief
 
-    facts = sample_facts(kg, per_predicate, np.random.default_rng([seed, 13]))
-    edges = [e for es in facts.values() for e in es]
+    edges = _sampled_edges(kg, per_predicate, np.random.default_rng([seed, 13]))
     return run_belief(kg, model, edges, setting="zero-shot", rng=np.random.default_rng([seed, 14])).as_dict()
 
 
