@@ -44,9 +44,10 @@ from kgprobe.store import RunStore, kg_fingerprint
 
 #: File suffix of run stores created in a directory.
 RUN_SUFFIX = ".kgrun"
-#: Share of each batch drawn uniformly for the unbiased estimate (1 edge in 8): enough
-#: audit probes for a useful interval after a few rounds, while 7/8 of the budget still
-#: goes where Thompson sampling sends it.
+#: The path of a run kept in memory (``store=None``).
+MEMORY = ":memory:"
+#: Share of each batch drawn uniformly for the unbiased estimate; the one value lives in
+#: :data:`kgprobe.settings.RUN_DEFAULTS`.
 DEFAULT_AUDIT_FRACTION = 0.125
 
 
@@ -176,6 +177,8 @@ class Run:
         self.store = store
         self.engine = engine
         self._pkg = None
+        #: The report files written by :func:`probe` (``{"markdown", "html", "plots"}``), if any.
+        self.report_paths: dict[str, str] | None = None
 
     # -- identity ---------------------------------------------------------------------
     @property
@@ -185,6 +188,13 @@ class Run:
     @property
     def config(self) -> EngineConfig:
         return EngineConfig.from_dict(self.store.config)
+
+    @property
+    def protocol(self) -> dict:
+        """What exactly this run measured (see :mod:`kgprobe.protocol`)."""
+        from kgprobe.protocol import protocol_of_store
+
+        return protocol_of_store(self.store)
 
     @property
     def kg(self) -> KnowledgeGraph:
@@ -227,11 +237,51 @@ class Run:
 
     __iter__ = rounds
 
-    def finish(self) -> "Run":
-        """Play every remaining round; returns self."""
-        for _ in self.rounds():
-            pass
+    def finish(self, progress: bool = False) -> "Run":
+        """Play every remaining round; returns self.
+
+        ``progress=True`` shows progress: a live panel in a terminal, a progress bar in a
+        Jupyter notebook, a line per round (and at least every 10 s) otherwise.
+        """
+        if not progress or self.engine is None:
+            for _ in self.rounds():
+                pass
+            return self
+        from kgprobe.live import progress_view
+
+        with progress_view(self) as view:
+            self.engine.subscribe(view)
+            try:
+                for _ in self.rounds():
+                    pass
+            finally:
+                if view in self.engine.listeners:
+                    self.engine.listeners.remove(view)
         return self
+
+    def save(self, path: str | os.PathLike) -> str:
+        """Copy this run (an in-memory one in particular) into a new run file ``path``.
+
+        The copy holds everything the run holds (KG, settings, protocol, every response
+        and round) and can be reported, compared and resumed. Returns the path.
+        """
+        import sqlite3
+
+        target = Path(path)
+        if target.suffix != RUN_SUFFIX:
+            target = target.with_name(target.name + RUN_SUFFIX)
+        if target.exists():
+            raise InputError(f"{target} already exists; choose a new file name for run.save()")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            dest = sqlite3.connect(str(target))
+            try:
+                self.store._conn.backup(dest)
+            finally:
+                dest.close()
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot save the run to {target}: {exc}") from None
+        return str(target)
 
     def subscribe(self, listener: Listener) -> None:
         """Receive every engine event (the live view uses this)."""
@@ -351,7 +401,7 @@ class Run:
             )
         return out
 
-    def accuracy_estimate(self, confidence: float = 0.95):
+    def accuracy_estimate(self, confidence: float = 0.95, *, up_to_round: int | None = None):
         """Unbiased KG-level accuracy (share of active edges the model answers right), with a CI.
 
         Thompson sampling over-samples weak edges, so the probed set is biased; this
@@ -361,6 +411,10 @@ class Run:
         from kgprobe.metrics import kg_accuracy_estimate
 
         probes = self.store.probe_arrays()
+        if up_to_round is not None:
+            # The estimate as it stood after that round (the report plots its history).
+            keep = probes["round"] <= up_to_round
+            probes = {k: v[keep] for k, v in probes.items()}
         return kg_accuracy_estimate(probes["correct"], probes["audit"], confidence=confidence)
 
     def summary(self) -> dict:
@@ -368,6 +422,7 @@ class Run:
         est = _safe(self.accuracy_estimate)
         return {
             "run": self.path,
+            "protocol": self.protocol,
             "status": self.status,
             "stop_reason": self.stop_reason,
             "kg": {"name": self.kg.name, "fingerprint": self.store.meta("kg_fingerprint"),
@@ -394,26 +449,47 @@ def _safe(fn):
 
 
 # -- entry points ------------------------------------------------------------------------
+class _Default:
+    """Marks an argument left at kgprobe's default (see :mod:`kgprobe.settings`)."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+#: The value of every :func:`probe` argument that was not given: the setting then comes
+#: from :data:`kgprobe.settings.RUN_DEFAULTS`, exactly as for ``kgprobe run``.
+DEFAULT: Any = _Default()
+
+
 def probe(
-    kg: KnowledgeGraph | str | os.PathLike,
-    model: LanguageModel | str = "default",
-    method: str = "zp-lke",
+    kg: KnowledgeGraph | str | os.PathLike = DEFAULT,
+    model: LanguageModel | str = DEFAULT,
+    method: str = DEFAULT,
     *,
-    budget: int | None = None,
-    batch_size: int = 64,
-    max_rounds: int | None = None,
-    sampler: str = "thompson",
-    seed: int = 0,
+    budget: int | None = DEFAULT,
+    batch_size: int = DEFAULT,
+    max_rounds: int | None = DEFAULT,
+    sampler: str = DEFAULT,
+    seed: int = DEFAULT,
     convergence: bool | tuple | dict | None = True,
-    propagation_weight: float = 1.0,
+    propagation_weight: float = DEFAULT,
     probe_options: dict | None = None,
     sampler_options: dict | None = None,
-    audit_fraction: float | None = DEFAULT_AUDIT_FRACTION,
-    store: str | os.PathLike | RunStore | None = None,
+    model_options: dict | None = None,
+    audit_fraction: float | None = DEFAULT,
+    store: str | os.PathLike | RunStore | None = DEFAULT,
+    report: bool = True,
+    progress: bool = True,
     lazy: bool = False,
     listeners: Iterable[Listener] = (),
-) -> Run:
+) -> "Run":
     """Probe ``model`` on ``kg`` with an adaptive sampler, within ``budget`` model queries.
+
+    Every argument left out takes the value ``kgprobe run`` uses when its option is left
+    out (:data:`kgprobe.settings.RUN_DEFAULTS`): the embedded countries KG, the default
+    model, ZP-LKE with 20 examples and 19 distractors, Thompson sampling with a 1-in-8
+    audit sample, budget 256 queries, batch 32, seed 0, saved under ``runs/`` and
+    reported there. So ``kgprobe.probe()`` and ``kgprobe run`` measure the same thing.
 
     Parameters
     ----------
@@ -421,48 +497,62 @@ def probe(
         A KnowledgeGraph, a KG file path, or an embedded KG name (``"countries"``, ``"geo"``).
     model:
         A LanguageModel or a spec for :func:`kgprobe.models.registry.load_model`
-        (``"default"``, a local path, ``"hf:…"``, ``"vllm:…"``, ``"openai:model@base_url"``).
+        (``"default"``, a hub id such as ``"HuggingFaceTB/SmolLM2-135M"``, a local
+        directory, ``"hf:…"``, ``"vllm:…"``, ``"openai:model@base_url"``).
     method:
-        A probe name (:data:`kgprobe.probes.PROBES`): ``"zp-lke"``, ``"yes-no"``, ``"hard"`` …
+        A probe name (:data:`kgprobe.probes.PROBES`): ``"zp-lke"``, ``"hgp"``, ``"yes-no"`` …
     budget:
-        Model queries to spend (one per scored option set or generation); at least one batch.
+        Model queries to spend (one per scored option set or generation); at least one
+        batch. ``None``: no budget (the run stops on convergence or after 60 rounds).
     batch_size, max_rounds, sampler, seed, propagation_weight:
         As in KGLens: edges per round, a round cap, the sampler name, the seed that makes
         the whole run reproducible, the one-hop propagation weight (0 disables it).
+    probe_options, sampler_options, model_options:
+        Options merged key by key over the method's / sampler's defaults (type-checked);
+        backend settings for a model spec (e.g. ``{"dtype": "bfloat16"}``).
     audit_fraction:
         Share of each batch the sampler draws uniformly at random for the unbiased
-        KG-level accuracy estimate (for samplers that take ``audit_fraction``; None
-        leaves the sampler's own default).
+        KG-level accuracy estimate (for samplers that take ``audit_fraction``).
     convergence:
         True (default window 5, tolerance 0.01), False (never stop on convergence),
         ``(window, tolerance)`` or ``{"window":…, "tolerance":…, "stop": bool}``.
     store:
-        None (in memory), a path ending in ``.kgrun`` (that run file is created), any
-        other path (a directory, created if needed, that gets a new uniquely named run
-        file), or an open :class:`RunStore`.
+        Left out: a new run file under ``runs/``. A path ending in ``.kgrun`` (that run
+        file is created), any other path (a directory that gets a new uniquely named run
+        file), ``None`` or ``":memory:"`` (in memory; keep it with :meth:`Run.save`), or
+        an open :class:`RunStore`.
+    report:
+        Write the Markdown/HTML report next to the run file when the run has played
+        (not for in-memory or lazy runs; see :func:`kgprobe.report.write_report`).
+    progress:
+        Show progress while playing: a live panel in a terminal, a progress bar in
+        Jupyter, a line per round (and at least every 10 s) otherwise; False: silent.
     lazy:
         Return before playing any round; iterate :meth:`Run.rounds` yourself.
     listeners:
         Callables receiving every engine event.
     """
-    kg_obj = resolve_kg(kg)
-    config = EngineConfig(
-        method=method,
-        sampler=sampler,
-        batch_size=batch_size,
-        budget=budget,
-        max_rounds=max_rounds,
-        seed=seed,
-        propagation_weight=propagation_weight,
-        probe_options=dict(probe_options or {}),
-        sampler_options=with_audit_fraction(sampler, sampler_options, audit_fraction),
-        **_convergence_settings(convergence),
-    )
+    from kgprobe.settings import engine_config, resolve_run_settings
+
+    given = {k: v for k, v in dict(kg=kg, method=method, budget=budget, batch_size=batch_size,
+                                      max_rounds=max_rounds, sampler=sampler, seed=seed,
+                                      propagation_weight=propagation_weight, audit_fraction=audit_fraction,
+                                      probe_options=probe_options, sampler_options=sampler_options).items()
+             if v is not DEFAULT and not (k.endswith("_options") and v is None)}
+    given.update(_convergence_settings(convergence))
+    kg_value = given.pop("kg", None)
+    settings = resolve_run_settings(("kgprobe.probe()", given))
+    kg_obj = resolve_kg(kg_value if kg_value is not None else settings["kg"])
+    config = engine_config(settings)
     config.validate(kg_obj)
     _check_names(config)
-    model_obj, spec = resolve_model(model)
+    if model is DEFAULT:
+        model = settings["model"]
+    model_obj, spec = resolve_model(model, model_options)
     check_model(config, model_obj)
-    run_store = _open_new_store(store, kg_obj, config, model_obj, spec)
+    run_store = _open_new_store(settings["out"] if store is DEFAULT else store, kg_obj, config, model_obj, spec)
+    if model_options and isinstance(model, str):
+        run_store.set_meta("model_options", json.dumps(model_options, sort_keys=True))
     try:
         engine = Engine.from_config(kg_obj, model_obj, config, run_store)
     except BaseException:
@@ -472,7 +562,11 @@ def probe(
     for listener in listeners:
         run.subscribe(listener)
     if not lazy:
-        run.finish()
+        run.finish(progress=progress)
+        if report and run.path != MEMORY:
+            from kgprobe.report import write_report
+
+            run.report_paths = write_report(run)
     return run
 
 
@@ -496,15 +590,24 @@ def check_model(config: EngineConfig, model: LanguageModel) -> None:
 def _open_new_store(store, kg: KnowledgeGraph, config: EngineConfig, model: LanguageModel, spec: str) -> RunStore:
     if isinstance(store, RunStore):
         return store
-    if store is None:
-        path = ":memory:"
+    if store is None or str(store) == MEMORY:
+        path = MEMORY
     else:
         # A path ending in .kgrun names the run file; anything else is a directory (created
         # if needed) that gets a new, uniquely named run file.
         p = Path(store)
         path = str(p if p.suffix == RUN_SUFFIX else new_run_path(p, kg.name, config.method))
-    return RunStore.create(path, config=config.to_dict(), kg=kg, model_identity=model.identity, model_spec=spec,
-                           model_name=model.name)
+    from kgprobe.protocol import build_protocol
+
+    protocol = build_protocol(config, kg, model, spec)
+    run_store = RunStore.create(path, config=config.to_dict(), kg=kg, model_identity=model.identity,
+                                model_spec=spec, model_name=protocol["model"]["label"])
+    try:
+        run_store.set_meta("protocol", json.dumps(protocol, sort_keys=True))
+    except BaseException:
+        run_store.close()
+        raise
+    return run_store
 
 
 def open_run(path: str | os.PathLike) -> Run:
@@ -514,6 +617,12 @@ def open_run(path: str | os.PathLike) -> Run:
 
 def find_run(ref: str | os.PathLike, runs_dir: str | os.PathLike = "runs") -> str:
     """A run file path from a path or a run name (looked up in ``runs_dir``)."""
+    if str(ref) == MEMORY:
+        raise InputError(
+            "':memory:' is not a run file: an in-memory run lives only in the Run object that made it. "
+            "Keep playing it with run.rounds() / run.finish(), or save it with run.save('my-run.kgrun') "
+            "and resume that file"
+        )
     p = Path(ref)
     if p.is_file():
         return str(p)
@@ -530,6 +639,7 @@ def resume(
     budget: int | None = None,
     max_rounds: int | None = None,
     lazy: bool = False,
+    progress: bool = True,
     listeners: Iterable[Listener] = (),
 ) -> Run:
     """Continue a stopped, interrupted or killed run from its last committed round.
@@ -575,5 +685,5 @@ def resume(
     if store.status == "finished" and store.stop_reason in FINAL_REASONS and engine.pending_stop() is not None:
         return run
     if not lazy:
-        run.finish()
+        run.finish(progress=progress)
     return run

@@ -4,20 +4,24 @@ Three modes, chosen by :func:`choose_mode` unless forced:
 
 ``live``
     a rich panel redrawn in place: round, queries spent / budget with a bar,
-    responses per second, elapsed time and ETA, win / zero-sense / all-sense rates with
+    queries per second, elapsed time and ETA, the unbiased KG accuracy estimate with its
+    interval, win / zero-sense / all-sense rates with
     a trend (change over the convergence window) and a sparkline, the convergence
     state, and the currently weakest predicates and subject entities. Laid out for 80
     columns; wider terminals put the two "weakest" tables side by side.
 ``plain``
-    one line per round, for CI logs and pipes (no cursor movement, no colour).
+    one line per round, for CI logs and pipes (no cursor movement, no colour), and a
+    "still running" line at least every 10 s inside a long round.
 ``quiet``
     nothing while running; the command prints its final line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
+import threading
 import time
 from collections import deque
 from typing import Any
@@ -73,8 +77,19 @@ class LiveView:
     """An engine listener that draws progress. Use as a context manager around the run."""
 
     def __init__(self, kg: KnowledgeGraph, *, mode: str = "live", console: Console | None = None,
-                 window: int = 5, tolerance: float = 0.01, spark_length: int = 24):
+                 window: int = 5, tolerance: float = 0.01, spark_length: int = 24,
+                 label: str | None = None, estimate_fn=None, heartbeat: float = 10.0):
         self.kg = kg
+        #: The model's display label (the run's ``model_name``), shown instead of its identity.
+        self.label = label
+        #: Called after every round for the unbiased KG accuracy estimate (``Run.accuracy_estimate``).
+        self.estimate_fn = estimate_fn
+        self.estimate = None
+        #: Plain mode prints a line at least this often (seconds) while a round runs.
+        self.heartbeat = heartbeat
+        self._last_line_at = time.perf_counter()
+        self._stop_heartbeat = threading.Event()
+        self._heartbeat_thread: threading.Thread | None = None
         self.mode = mode
         self.console = console or Console(stderr=True, highlight=False)
         self.window, self.tolerance = window, tolerance
@@ -95,9 +110,32 @@ class LiveView:
             self._live = Live(console=self.console, get_renderable=self.render, refresh_per_second=2,
                               transient=False, redirect_stdout=True, redirect_stderr=True)
             self._live.__enter__()
+        elif self.mode == "plain" and self.heartbeat and self.heartbeat > 0:
+            self._heartbeat_thread = threading.Thread(target=self._beat, name="kgprobe-heartbeat", daemon=True)
+            self._heartbeat_thread.start()
         return self
 
+    def _beat(self) -> None:
+        """Plain mode: a line at least every ``heartbeat`` seconds while a round runs."""
+        while not self._stop_heartbeat.wait(min(1.0, self.heartbeat)):
+            if self.current_round is None or self.round_started_at is None:
+                continue
+            if time.perf_counter() - self._last_line_at >= self.heartbeat:
+                self._line(self.running_line())
+
+    def running_line(self) -> str:
+        """What plain mode prints while a round is still running."""
+        st, s = self.started, self.last
+        spent = s.queries_spent if s else (st.queries_spent if st else 0)
+        budget = st.config.budget if st else None
+        return (f"round {self.current_round} running {fmt_duration(time.perf_counter() - self.round_started_at)} | "
+                f"queries {spent}{f'/{budget}' if budget else ''} done before this round")
+
     def __exit__(self, *exc):
+        self._stop_heartbeat.set()
+        if self._heartbeat_thread is not None:
+            self._heartbeat_thread.join(timeout=2)
+            self._heartbeat_thread = None
         if self._live is not None:
             self._live.refresh()
             self._live.__exit__(*exc)
@@ -113,7 +151,7 @@ class LiveView:
             if self.mode == "plain":
                 what = "resuming" if event.resumed else "probing"
                 self._line(
-                    f"kgprobe: {what} {event.model} on {event.kg_name} ({event.num_active} active edges), "
+                    f"kgprobe: {what} {self.label or event.model} on {event.kg_name} ({event.num_active} active edges), "
                     f"method {event.config.method}, sampler {event.config.sampler}, batch {event.config.batch_size}, "
                     f"budget {event.config.budget or '-'} queries, seed {event.config.seed}"
                     + (f", from round {event.start_round}" if event.resumed else "")
@@ -127,6 +165,12 @@ class LiveView:
             self.current_round = None
             self.queries_this_process += s.queries
             self.seconds_this_process += s.elapsed
+            if self.estimate_fn is not None:
+                try:
+                    est = self.estimate_fn()
+                    self.estimate = est if getattr(est, "n", 0) else None
+                except Exception:  # the view never stops a run
+                    self.estimate = None
             if self.mode == "plain":
                 self._line(self.plain_line(s))
         elif isinstance(event, Converged):
@@ -140,7 +184,15 @@ class LiveView:
             self._live.refresh()
 
     def _line(self, text: str) -> None:
+        self._last_line_at = time.perf_counter()
         self.console.print(text, soft_wrap=True, markup=False, highlight=False)
+
+    def estimate_text(self) -> str:
+        """The unbiased KG accuracy estimate, e.g. ``61.0% [48.1%, 72.5%] (n=41)``."""
+        e = self.estimate
+        if e is None:
+            return "n/a (no audit probes yet)"
+        return f"{e.estimate:.1%} [{e.low:.1%}, {e.high:.1%}] (n={e.n})"
 
     # -- derived numbers --------------------------------------------------------------
     @property
@@ -201,12 +253,14 @@ class LiveView:
         )
 
     def weakest_predicates(self, k: int = 5, min_edges: int = 3) -> list[tuple[str, Any]]:
+        """Lowest accuracy first, as in the report (:func:`kgprobe.ranking.weakest_first`)."""
+        from kgprobe.ranking import weakest_first
+
         s = self.last
         if s is None:
             return []
         items = [(self._predicate_label(pid), m) for pid, m in s.by_predicate.items() if m.probed_edges >= min_edges]
-        items.sort(key=lambda x: (-x[1].zero_sense_rate, -x[1].probed_edges, x[0]))
-        return items[:k]
+        return weakest_first(items)[:k]
 
     def _predicate_label(self, pid: str) -> str:
         p = self.kg.predicates.get(pid)
@@ -223,8 +277,10 @@ class LiveView:
         m = s.metrics
         conv = "converged" if s.converged else "converging"
         replay = " (replayed from store)" if s.replayed else ""
+        qps = s.queries / s.elapsed if s.elapsed > 0 else float("nan")
         return (
-            f"round {rounds} | queries {s.queries_spent}{budget} | {s.responses_per_second:.1f} resp/s | "
+            f"round {rounds} | queries {s.queries_spent}{budget} | {qps:.1f} queries/s | "
+            f"KG accuracy {self.estimate_text()} | "
             f"win {m.win_rate:.1%} zero-sense {m.zero_sense_rate:.1%} all-sense {m.all_sense_rate:.1%} "
             f"({m.probed_edges} edges) | {conv} | ETA {fmt_duration(self.eta())}{replay}"
         )
@@ -238,7 +294,7 @@ class LiveView:
         if st is not None:
             rest = (f" · {st.kg_name} ({st.num_active:,} edges) · {st.config.method} · "
                     f"{st.config.sampler} · batch {st.config.batch_size} · seed {st.config.seed}")
-            model = st.model
+            model = self.label or st.model
             if len(model) + len(rest) > width - 4:
                 # The weights hash after "@" identifies the model in run files and reports;
                 # on a narrow terminal the header keeps the name on one line instead.
@@ -282,12 +338,15 @@ class LiveView:
             t.append(f"round {self.current_round} running "
                      f"{fmt_duration(time.perf_counter() - self.round_started_at)}", style="yellow")
             t.append(" · ")
-        rps = self.responses_per_second()
-        t.append(f"{rps:,.1f} responses/s" if math.isfinite(rps) else "-- responses/s")
+        qps = self.queries_per_second()
+        t.append(f"{qps:,.1f} queries/s" if math.isfinite(qps) else "-- queries/s")
         t.append(f" · elapsed {fmt_duration(time.perf_counter() - self.t_start)}")
         t.append(f" · ETA {fmt_duration(self.eta())}")
         if self.finished:
             t.append(f" · stopped: {self.finished.reason}", style="bold")
+        t.append("\n")
+        t.append("KG accuracy (unbiased, 95% CI): ", style="bold")
+        t.append(self.estimate_text())
         t.append("\n")
         conv = self.convergence_text()
         t.append("convergence: ", style="bold")
@@ -326,10 +385,10 @@ class LiveView:
         name_width = max(10, min(40, (width - 4 - 2) // 2 - 19))
         preds = Table(title="weakest predicates", title_justify="left", box=None, padding=(0, 1), pad_edge=False)
         preds.add_column("predicate", overflow="ellipsis", no_wrap=True, max_width=name_width)
-        preds.add_column("zero-sense", justify="right", no_wrap=True)
+        preds.add_column("win", justify="right", no_wrap=True, min_width=10)
         preds.add_column("edges", justify="right", no_wrap=True, min_width=5)
         for label, m in self.weakest_predicates():
-            preds.add_row(label, f"{m.zero_sense_rate:.0%}", str(m.probed_edges))
+            preds.add_row(label, f"{m.win_rate:.0%}", str(m.probed_edges))
         ents = Table(title="weakest entities", title_justify="left", box=None, padding=(0, 1), pad_edge=False)
         ents.add_column("entity", overflow="ellipsis", no_wrap=True, max_width=name_width)
         ents.add_column("zero-sense", justify="right", no_wrap=True)
@@ -341,3 +400,64 @@ class LiveView:
         grid.add_column()
         grid.add_row(preds, ents)
         return grid
+
+
+class NotebookProgress:
+    """A progress bar for Jupyter (``tqdm.auto``): queries spent of the budget, KG estimate."""
+
+    def __init__(self, estimate_fn=None):
+        from tqdm.auto import tqdm
+
+        self._tqdm = tqdm
+        self.bar = None
+        self.estimate_fn = estimate_fn
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
+
+    def __call__(self, event) -> None:
+        if isinstance(event, RunStarted):
+            self.bar = self._tqdm(total=event.config.budget, initial=event.queries_spent, unit="query",
+                                  desc=f"kgprobe {event.config.method} on {event.kg_name}")
+        elif isinstance(event, RoundFinished) and self.bar is not None:
+            s = event.summary
+            self.bar.update(s.queries)
+            post = {"round": s.round, "win": f"{s.metrics.win_rate:.1%}"}
+            if self.estimate_fn is not None:
+                est = self.estimate_fn()
+                if getattr(est, "n", 0):
+                    post["KG acc"] = f"{est.estimate:.1%} [{est.low:.1%}, {est.high:.1%}]"
+            self.bar.set_postfix(post)
+
+
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (where a rich live panel would not redraw in place)."""
+    try:
+        from IPython import get_ipython  # type: ignore[import-not-found]
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+@contextlib.contextmanager
+def progress_view(run, *, quiet: bool = False, plain: bool = False):
+    """The listener that shows a run's progress where it runs: a rich panel in a terminal,
+    a tqdm bar in Jupyter, plain lines otherwise (logs, pipes, CI); a no-op when quiet."""
+    if not quiet and not plain and in_notebook():
+        try:
+            view = NotebookProgress(run.accuracy_estimate)
+        except ImportError:
+            view = None
+        if view is not None:
+            with view:
+                yield view
+            return
+    view = LiveView(run.kg, mode=choose_mode(quiet=quiet, plain=plain), label=run.model_name,
+                    estimate_fn=run.accuracy_estimate)
+    with view:
+        yield view

@@ -2,25 +2,31 @@
 
 Contents (KGLens §3.4, figs. 6–8):
 
-* the run's settings and the overall win / zero-sense / all-sense rates over probed
+* what exactly was measured: the run's protocol (:mod:`kgprobe.protocol`) — method and
+  every probe option, sampler, model with its weights' format, quantization, dtype and
+  device, KG name and content hash, seed, library versions, date;
+* the overall win / zero-sense / all-sense rates over probed
   edges, next to the unbiased KG-level accuracy estimate (the probed set is a biased
   sample: Thompson sampling seeks out weak edges);
-* metric convergence against model queries;
-* zero-sense rate per predicate and per entity group (tables + bar charts);
+* metrics against model queries, with the unbiased KG estimate's history and its
+  95% band (series that coincide are drawn once, and the caption says why);
+* accuracy per predicate next to its chance level, and per entity group, ranked the
+  same way everywhere (:mod:`kgprobe.ranking`);
 * a dotted heatmap subject entity × predicate: colour = zero-sense rate, dot size =
   share of the entity's probed edges in that predicate (KGLens fig. 6; here darker
   always means weaker) and a per-entity table (figs. 7–8);
 * the weakest facts with every question asked and the model's answers.
 
-The HTML embeds its plots as base64 PNG and needs nothing else; the Markdown links PNG
-files written next to it.
+The HTML is rendered from a jinja2 template (``kgprobe/templates/report.html.j2``) and
+embeds its plots as base64 PNG, so it needs nothing else; the Markdown links PNG files
+written next to it.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import json
+import time
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -29,7 +35,7 @@ import numpy as np
 
 from kgprobe.api import Run
 from kgprobe.engine import metrics_to_dict
-from kgprobe.errors import StoreError
+from kgprobe.errors import InputError, StoreError
 
 #: Rows of the entity heatmap and entity table, facts in the weakest list.
 TOP_ENTITIES = 20
@@ -38,19 +44,22 @@ TOP_WEAKEST = 20
 
 def report_data(run: Run, *, top_entities: int = TOP_ENTITIES, top_weakest: int = TOP_WEAKEST) -> dict:
     """Everything the report shows, as JSON-able data."""
+    from kgprobe.ranking import most_probed
+
     data = run.summary()
     data["history"] = [
         {k: h[k] for k in ("round", "queries", "queries_spent", "elapsed", "replayed", "converged", "metrics")}
         for h in run.history()
     ]
+    data["accuracy_history"] = _accuracy_history(run)
+    data["max_probes_per_edge"] = int((run.successes + run.failures).max()) if run.kg.num_edges else 0
     data["predicate_active_edges"] = _active_per_predicate(run)
-    data["by_entity"] = {
-        k: metrics_to_dict(v)
-        for k, v in sorted(run.by_entity(min_edges=1).items(), key=lambda kv: (-kv[1].probed_edges, kv[0]))[
-            :top_entities
-        ]
-    }
-    data["heatmap"] = _heatmap(run, top_entities)
+    data["predicate_chance"] = _chance_per_predicate(run)
+    entities = run.by_entity(min_edges=1)
+    # One definition of "most probed" (most probed edges, ties by label) for table and heatmap.
+    top = most_probed({k: v.probed_edges for k, v in entities.items()}, {}, top_entities)
+    data["by_entity"] = {k: metrics_to_dict(entities[k]) for k in top}
+    data["heatmap"] = _heatmap(run, top)
     data["weakest"] = [asdict(w) for w in run.weakest(top_weakest)]
     return data
 
@@ -61,16 +70,56 @@ def _active_per_predicate(run: Run) -> dict[str, int]:
     return {kg.predicates[kg.predicate_id(i)].label: int(c) for i, c in enumerate(counts)}
 
 
-def _heatmap(run: Run, top: int) -> dict:
+def _accuracy_history(run: Run) -> list[dict]:
+    """The unbiased KG accuracy estimate as it stood after each round (rounds with audit probes)."""
+    out = []
+    for h in run.history():
+        est = run.accuracy_estimate(up_to_round=h["round"])
+        if est.n:
+            out.append({"round": h["round"], "queries_spent": h["queries_spent"], **metrics_to_dict(est)})
+    return out
+
+
+def _chance_per_predicate(run: Run) -> dict[str, dict]:
+    """Chance level of a random guess per predicate, over its probed edges (min, mean, max).
+
+    Multiple-choice facts of one predicate can have fewer options when the predicate has
+    few wrong candidates, so the chance level is a property of each edge; generation
+    methods have chance 0.
+    """
+    from kgprobe.probes import make_probe
+
+    cfg = run.config
+    try:
+        probe = make_probe(cfg.method, **cfg.probe_options)
+    except Exception:
+        return {}
+    kg = run.kg
+    probed = np.flatnonzero((run.successes + run.failures) > 0)
+    per: dict[str, list[float]] = {}
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for j in probed.tolist():
+            label = kg.predicates[kg.predicate_id(int(kg.predicate_of[j]))].label
+            per.setdefault(label, []).append(float(probe.chance_level(kg, int(j))))
+    return {k: {"min": min(v), "mean": float(np.mean(v)), "max": max(v)}
+            for k, v in per.items() if v and not all(np.isnan(v))}
+
+
+def _heatmap(run: Run, subjects: list[str]) -> dict:
+    """Rows: the given subject labels (most probed first), columns: their probed predicates."""
     kg = run.kg
     s, f = run.successes, run.failures
     probed = np.flatnonzero((s + f) > 0)
-    if probed.size == 0:
+    if probed.size == 0 or not subjects:
         return {"rows": [], "cols": [], "zero_sense": [], "share": []}
     subj, pred = kg.subjects[probed], kg.predicate_of[probed]
-    uniq, counts = np.unique(subj, return_counts=True)
-    order = np.lexsort((uniq, -counts))[:top]
-    rows = uniq[order]
+    index_of = {}
+    for idx in np.unique(subj).tolist():
+        index_of.setdefault(kg.label(kg.entity_id(int(idx))), int(idx))
+    rows = np.asarray([index_of[label] for label in subjects if label in index_of], dtype=np.int64)
     col_ids = np.unique(pred[np.isin(subj, rows)])
     zs = np.full((len(rows), len(col_ids)), np.nan)
     share = np.zeros_like(zs)
@@ -92,15 +141,21 @@ def _heatmap(run: Run, top: int) -> dict:
 def _plots(data: dict) -> dict[str, bytes]:
     from kgprobe import report_plots as rp
 
+    from kgprobe.ranking import weakest_first
+
     plots = {}
     if data["history"]:
-        plots["convergence"] = rp.convergence_plot(data["history"], data.get("accuracy_estimate"))
-    for key, title in (("by_predicate", "Zero-sense rate per predicate"), ("by_group", "Zero-sense rate per entity group")):
-        items = sorted(data[key].items(), key=lambda kv: -kv[1]["zero_sense_rate"])
+        plots["convergence"] = rp.convergence_plot(data["history"], data.get("accuracy_history") or [],
+                                                   series_groups(data["history"]))
+    chance = data.get("predicate_chance") or {}
+    for key, title in (("by_predicate", "Win rate per predicate (lowest first)"),
+                       ("by_group", "Win rate per entity group (lowest first)")):
+        items = weakest_first(data[key].items())
         if items:
             plots[key] = rp.bar_plot(
-                [k for k, _ in items], [v["zero_sense_rate"] for _, v in items],
+                [k for k, _ in items], [v["win_rate"] for _, v in items],
                 [v["probed_edges"] for _, v in items], title,
+                chance=[chance.get(k, {}).get("mean") for k, _ in items] if key == "by_predicate" else None,
             )
     hm = data["heatmap"]
     if hm["rows"] and hm["cols"]:
@@ -117,18 +172,65 @@ def _pct(x) -> str:
     return "–" if x is None else f"{x:.1%}"
 
 
-def _metric_rows(groups: dict, active: dict | None = None) -> list[list[str]]:
+#: The three rates over probed edges, in the order plots and tables show them.
+SERIES = (("win_rate", "win rate"), ("zero_sense_rate", "zero-sense rate"), ("all_sense_rate", "all-sense rate"))
+
+
+def series_groups(history: list[dict]) -> list[tuple[list[str], str]]:
+    """The rate series grouped by identical values over every round: ``[(keys, why)]``.
+
+    Two rates coincide when they say the same thing about the probed edges: with one
+    probe per edge, "more right than wrong" (win) and "always right" (all-sense) are the
+    same event, and zero-sense is its complement's mirror. Identical lines would hide one
+    another, so the plot draws each group once and the caption names the reason.
+    """
+    groups: list[tuple[list[str], str]] = []
+    for key, _ in SERIES:
+        values = [h["metrics"][key] for h in history]
+        for keys, _why in groups:
+            if [h["metrics"][keys[0]] for h in history] == values:
+                keys.append(key)
+                break
+        else:
+            groups.append(([key], ""))
+    out = []
+    for keys, _ in groups:
+        why = ""
+        if set(keys) >= {"win_rate", "all_sense_rate"}:
+            why = ("win rate and all-sense rate coincide: every probed edge so far has all its probes "
+                   "answered alike (e.g. one probe per edge), so 'more right than wrong' = 'always right'")
+        elif len(keys) > 1:
+            why = "these rates are equal at every round"
+        out.append((keys, why))
+    return out
+
+
+def _metric_rows(groups: dict, active: dict | None = None, chance: dict | None = None,
+                 *, ranked: bool = True) -> list[list[str]]:
+    from kgprobe.ranking import weakest_first
+
+    items = weakest_first(groups.items()) if ranked else list(groups.items())
     rows = []
-    for name, m in sorted(groups.items(), key=lambda kv: (-kv[1]["zero_sense_rate"], kv[0])):
+    for name, m in items:
         row = [name, str(m["probed_edges"])]
         if active is not None:
             row.append(str(active.get(name, "")))
+        if chance is not None:
+            c = chance.get(name)
+            if c is None:
+                row.append("–")
+            elif abs(c["max"] - c["min"]) < 1e-12:
+                row.append(_pct(c["mean"]))
+            else:
+                row.append(f"{_pct(c['min'])}–{_pct(c['max'])}")
         rows += [row + [_pct(m["win_rate"]), _pct(m["zero_sense_rate"]), _pct(m["all_sense_rate"])]]
     return rows
 
 
 def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], str | None]]:
     """(kind, title, header, rows, plot key) blocks shared by the Markdown and HTML renderers."""
+    from kgprobe.protocol import protocol_rows
+
     cfg = data["config"]
     est = data.get("accuracy_estimate")
     m = data["metrics"]
@@ -136,31 +238,31 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
         f"{est['estimate']:.1%} (95% CI {est['low']:.1%} – {est['high']:.1%}, n = {est['n']} audit probes)"
         if est else "not available (no uniform audit sample in this run)"
     )
-    settings = [
-        ["model", data["model"]],
-        ["KG", f"{data['kg']['name']} ({data['kg']['active_edges']} active of {data['kg']['edges']} edges)"],
-        ["method", cfg["method"]],
-        ["sampler", f"{cfg['sampler']} {json.dumps(cfg['sampler_options']) if cfg['sampler_options'] else ''}".strip()],
-        ["batch size / seed", f"{cfg['batch_size']} / {cfg['seed']}"],
-        ["budget", f"{data['queries_spent']} of {cfg['budget'] or 'unlimited'} queries in {data['rounds']} rounds"],
+    measured = [list(r) for r in protocol_rows(data["protocol"])]
+    status = [
+        ["budget spent", f"{data['queries_spent']} of {cfg['budget'] or 'unlimited'} queries in {data['rounds']} rounds"],
         ["status", f"{data['status']} ({data['stop_reason'] or '–'})"],
     ]
     overall = [
+        ["KG-level accuracy, unbiased (all active edges)", est_txt],
         ["win rate (probed edges)", _pct(m["win_rate"])],
         ["zero-sense rate (probed edges)", _pct(m["zero_sense_rate"])],
         ["all-sense rate (probed edges)", _pct(m["all_sense_rate"])],
         ["probed edges", str(m["probed_edges"])],
-        ["KG-level accuracy, unbiased", est_txt],
     ]
     head = ["", "probed", "win", "zero-sense", "all-sense"]
     sections = [
-        ("table", "Run", ["setting", "value"], settings, None),
+        ("table", "What exactly was measured", ["field", "value"], measured, None),
+        ("table", "Run", ["setting", "value"], status, None),
         ("table", "Results", ["metric", "value"], overall, "convergence"),
-        ("table", "Per predicate", ["predicate", "probed", "active", "win", "zero-sense", "all-sense"],
-         _metric_rows(data["by_predicate"], data["predicate_active_edges"]), "by_predicate"),
-        ("table", "Per entity group (of the subject)", head, _metric_rows(data["by_group"]), "by_group"),
-        ("table", f"Per entity (the {len(data['by_entity'])} most-probed subjects)", head,
-         _metric_rows(data["by_entity"]), "heatmap"),
+        ("table", "Per predicate (lowest win rate first; chance = a random guess's accuracy)",
+         ["predicate", "probed", "active", "chance", "win", "zero-sense", "all-sense"],
+         _metric_rows(data["by_predicate"], data["predicate_active_edges"], data.get("predicate_chance") or {}),
+         "by_predicate"),
+        ("table", "Per entity group (of the subject; lowest win rate first)", head, _metric_rows(data["by_group"]),
+         "by_group"),
+        ("table", f"Per entity (the {len(data['by_entity'])} most-probed subjects; ties by name)", head,
+         _metric_rows(data["by_entity"], ranked=False), "heatmap"),
     ]
     weak_rows = []
     for w in data["weakest"]:
@@ -178,12 +280,22 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
 
 
 _CAPTIONS = {
-    "convergence": "Metrics against model queries (dashed: unbiased KG-level accuracy with its 95% interval).",
-    "by_predicate": "Zero-sense rate per predicate.",
-    "by_group": "Zero-sense rate per entity group.",
-    "heatmap": "Dot colour: zero-sense rate of the entity's edges with that predicate (darker = weaker); "
-    "dot size: share of the entity's probed edges.",
+    "convergence": "Rates over probed edges against model queries; the KG-level accuracy (all active edges, "
+    "unbiased, from the audit sample) as it stood after each round, with its 95% interval as a band.",
+    "by_predicate": "Win rate per predicate, lowest first; black ticks: chance level of a random guess.",
+    "by_group": "Win rate per entity group of the subject, lowest first.",
+    "heatmap": "The most-probed subjects (same rows as the table). Dot colour: zero-sense rate of the entity's "
+    "edges with that predicate (darker = weaker); dot size: share of the entity's probed edges.",
 }
+
+
+def captions(data: dict) -> dict[str, str]:
+    """Plot captions, with the reason when rate series were drawn as one."""
+    out = dict(_CAPTIONS)
+    notes = [why for _keys, why in series_groups(data["history"]) if why] if data.get("history") else []
+    if notes:
+        out["convergence"] += " Drawn as one line: " + "; ".join(notes) + "."
+    return out
 
 
 def _tail(text: str, limit: int = 140) -> str:
@@ -199,6 +311,7 @@ def _md_cell(text: str, limit: int = 160) -> str:
 
 def render_markdown(data: dict, plot_files: dict[str, str]) -> str:
     out = [f"# kgprobe report: {data['model']} on {data['kg']['name']}", ""]
+    caps = captions(data)
     for _, title, header, rows, plot in _sections(data):
         out += [f"## {title}", ""]
         if rows:
@@ -209,49 +322,53 @@ def render_markdown(data: dict, plot_files: dict[str, str]) -> str:
             out.append("(nothing probed yet)")
         out.append("")
         if plot and plot in plot_files:
-            out += [f"![{_CAPTIONS[plot]}]({plot_files[plot]})", "", f"*{_CAPTIONS[plot]}*", ""]
+            out += [f"![{caps[plot]}]({plot_files[plot]})", "", f"*{caps[plot]}*", ""]
     out.append(f"Run file: `{data['run']}`")
     return "\n".join(out) + "\n"
 
 
-_CSS = """
-body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1em;font-size:.9em}
-th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;vertical-align:top}
-th{background:#f0f3f7} td.num{text-align:right} img{max-width:100%} figcaption{color:#555;font-size:.85em}
-"""
-
-
 def render_html(data: dict, plots: dict[str, bytes]) -> str:
-    e = html.escape
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>kgprobe report: {e(data['model'])} on {e(data['kg']['name'])}</title>",
-        f"<style>{_CSS}</style></head><body>",
-        f"<h1>kgprobe report: {e(data['model'])} on {e(data['kg']['name'])}</h1>",
+    """The self-contained HTML page, from the jinja2 template (autoescaped)."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("kgprobe", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    caps = captions(data)
+    sections = [
+        {"title": title, "header": header, "rows": rows,
+         "plot": ({"caption": caps[plot], "b64": base64.b64encode(plots[plot]).decode()}
+                  if plot and plot in plots else None)}
+        for _, title, header, rows, plot in _sections(data)
     ]
-    for _, title, header, rows, plot in _sections(data):
-        parts.append(f"<h2>{e(title)}</h2>")
-        if rows:
-            parts.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>")
-            for row in rows:
-                parts.append("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in row) + "</tr>")
-            parts.append("</table>")
-        else:
-            parts.append("<p>(nothing probed yet)</p>")
-        if plot and plot in plots:
-            b64 = base64.b64encode(plots[plot]).decode()
-            parts.append(f"<figure><img alt='{e(_CAPTIONS[plot])}' src='data:image/png;base64,{b64}'>"
-                         f"<figcaption>{e(_CAPTIONS[plot])}</figcaption></figure>")
-    parts.append(f"<p>Run file: <code>{e(data['run'])}</code></p></body></html>")
-    return "\n".join(parts) + "\n"
+    return env.get_template("report.html.j2").render(
+        title=f"kgprobe report: {data['model']} on {data['kg']['name']}", sections=sections, run=data["run"],
+    )
 
 
 def write_report(run: Run, out_dir: str | os.PathLike | None = None) -> dict[str, str]:
-    """Write ``<run>.md``, ``<run>.html`` and ``<run>-plots/*.png``; return their paths."""
-    run_path = Path(run.path)
-    out = Path(out_dir) if out_dir else run_path.parent
-    stem = run_path.name.removesuffix(".kgrun")
+    """Write ``<run>.md``, ``<run>.html`` and ``<run>-plots/*.png``; return their paths.
+
+    An in-memory run has no file to sit next to: give ``out_dir`` (the files are named
+    after the KG, method and time) or save it first with :meth:`Run.save`.
+    """
+    from kgprobe.api import MEMORY
+
+    if run.path == MEMORY:
+        if not out_dir:
+            raise InputError("this run is in memory, so there is no run file to write the report next to; "
+                             "pass a directory (write_report(run, 'reports/')) or save it first with "
+                             "run.save('my-run.kgrun')")
+        stem = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + "".join(
+            c if c.isalnum() or c in "-_" else "-" for c in f"{run.kg.name or 'kg'}-{run.config.method}-report")
+        out = Path(out_dir)
+    else:
+        run_path = Path(run.path)
+        out = Path(out_dir) if out_dir else run_path.parent
+        stem = run_path.name.removesuffix(".kgrun")
     data = report_data(run)
     plots = _plots(data)
     try:

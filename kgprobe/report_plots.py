@@ -24,43 +24,67 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def convergence_plot(history: Sequence[dict], estimate: dict | None = None) -> bytes:
-    """Win / zero-sense / all-sense rate against queries spent, one point per round."""
+_LABELS = {"win_rate": "win rate", "zero_sense_rate": "zero-sense rate", "all_sense_rate": "all-sense rate"}
+_MARKERS = {"win_rate": "-o", "zero_sense_rate": "-s", "all_sense_rate": "-^"}
+
+
+def convergence_plot(history: Sequence[dict], accuracy_history: Sequence[dict] = (),
+                     groups: Sequence[tuple[list[str], str]] | None = None) -> bytes:
+    """Rates over probed edges against queries spent, one point per round, and the unbiased
+    KG accuracy estimate as it stood after each round with its interval as a band.
+
+    ``groups`` lists rate keys with identical values (see ``kgprobe.report.series_groups``):
+    each group is drawn once, labelled with every rate it stands for.
+    """
+    from matplotlib.patches import Patch
+
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(7, 3.8))
     q = [h["queries_spent"] for h in history]
-    for key, label, style in (
-        ("win_rate", "win rate", "-o"),
-        ("zero_sense_rate", "zero-sense rate", "-s"),
-        ("all_sense_rate", "all-sense rate", "-^"),
-    ):
-        ax.plot(q, [h["metrics"][key] for h in history], style, ms=3, label=label)
-    if estimate:
-        lo, hi = estimate.get("low"), estimate.get("high")
-        ax.axhline(estimate["estimate"], color="gray", ls="--", lw=1, label="KG accuracy (unbiased)")
-        if lo is not None and hi is not None:
-            ax.axhspan(lo, hi, color="gray", alpha=0.12)
-    ax.set_xlabel("model queries")
-    ax.set_ylabel("share of probed edges")
+    groups = groups or [([k], "") for k in _LABELS]
+    for keys, _why in groups:
+        label = " = ".join(_LABELS[k] for k in keys)
+        ax.plot(q, [h["metrics"][keys[0]] for h in history], _MARKERS[keys[0]], ms=3, label=label + " (probed edges)")
+    handles, labels = ax.get_legend_handles_labels()
+    if accuracy_history:
+        qa = [a["queries_spent"] for a in accuracy_history]
+        est = [a["estimate"] for a in accuracy_history]
+        lo = [a["low"] for a in accuracy_history]
+        hi = [a["high"] for a in accuracy_history]
+        (line,) = ax.plot(qa, est, "--", color="black", lw=1.2, ms=3, marker="D")
+        band = ax.fill_between(qa, lo, hi, color="gray", alpha=0.2, lw=0)
+        handles += [line, Patch(facecolor=band.get_facecolor()[0], alpha=0.2)]
+        labels += ["KG accuracy, unbiased (all active edges)", "its 95% interval"]
+    ax.set_xlabel("model queries spent")
+    ax.set_ylabel("share of edges")
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    ax.legend(handles, labels, fontsize=7, loc="best")
     ax.set_title("Metrics over the run")
     return _png(fig)
 
 
-def bar_plot(labels: Sequence[str], values: Sequence[float], counts: Sequence[int], title: str) -> bytes:
-    """Horizontal bars of a rate per group (worst at the top), with the edge count as text."""
+def bar_plot(labels: Sequence[str], values: Sequence[float], counts: Sequence[int], title: str,
+             chance: Sequence[float | None] | None = None) -> bytes:
+    """Horizontal bars of a rate per group (first at the top), with the edge count as text;
+    ``chance`` draws each group's chance level as a black tick."""
     plt = _plt()
     n = len(labels)
     fig, ax = plt.subplots(figsize=(7, 0.32 * n + 1.2))
     y = np.arange(n)[::-1]
-    ax.barh(y, values, color=plt.cm.Reds(0.35 + 0.6 * np.asarray(values, dtype=float)))
+    vals = np.asarray(values, dtype=float)
+    ax.barh(y, vals, color=plt.cm.Blues(0.35 + 0.6 * np.nan_to_num(vals)))
     ax.set_yticks(y, labels, fontsize=8)
     for yi, v, c in zip(y, values, counts):
         ax.text(min(v + 0.01, 0.93), yi, f"{v:.0%} (n={c})", va="center", fontsize=7)
+    if chance is not None:
+        pts = [(c, yi) for c, yi in zip(chance, y) if c is not None]
+        if pts:
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="|", s=160, color="black",
+                       label="chance level", zorder=3)
+            ax.legend(fontsize=7, loc="lower right")
     ax.set_xlim(0, 1)
-    ax.set_xlabel("zero-sense rate (share of probed edges never answered right)")
+    ax.set_xlabel("win rate (share of probed edges answered right more often than wrong)")
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
     return _png(fig)

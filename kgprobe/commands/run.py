@@ -10,6 +10,7 @@ after every round; Ctrl-C stops after saving and ``kgprobe resume RUN`` continue
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -18,44 +19,13 @@ from pathlib import Path
 
 from kgprobe.errors import InputError
 
+from kgprobe.settings import METHOD_DEFAULTS, RUN_DEFAULTS
+
 #: The settings ``kgprobe run`` uses when neither the command line nor a config file
-#: sets them. The budget is chosen so that the default run (embedded countries KG,
-#: default model, ZP-LKE) finishes in a few minutes on 2 CPU cores; see the notes in
-#: the README for the measurement.
-DEFAULTS = {
-    "kg": "countries",
-    "endpoint": None,
-    "seeds": None,
-    "hops": 2,
-    "model": "default",
-    "model_options": {},
-    "method": "zp-lke",
-    "sampler": "thompson",
-    "budget": 256,
-    "batch_size": 32,
-    "max_rounds": None,
-    "seed": 0,
-    "propagation_weight": 1.0,
-    "convergence_window": 5,
-    "convergence_tolerance": 0.01,
-    "stop_on_convergence": True,
-    "audit_fraction": 0.125,
-    "probe_options": {},
-    "sampler_options": {},
-    "out": "runs",
-    "cache": None,
-    "report": True,
-    "quiet": False,
-    "plain": False,
-}
-
-
-#: Probe settings of the default method when neither the command line nor a config
-#: file gives any: ZP-LKE with 20 examples and 20 options (gold + 19) instead of the
-#: paper's 50 and 100 costs ~1 s of CPU per fact on the default model instead of ~3.5 s,
-#: which keeps ``kgprobe run`` with no arguments within minutes on 2 cores. The paper's
-#: protocol: ``--probe-option num_examples=50 --probe-option num_distractors=99``.
-DEFAULT_PROBE_OPTIONS = {"zp-lke": {"num_examples": 20, "num_distractors": 19}}
+#: sets them: the one set of defaults in :mod:`kgprobe.settings`, shared with the API.
+DEFAULTS = RUN_DEFAULTS
+#: Probe settings per method beyond the probe classes' own defaults (see kgprobe.settings).
+DEFAULT_PROBE_OPTIONS = METHOD_DEFAULTS
 
 
 def register(subparsers) -> None:
@@ -138,22 +108,22 @@ def load_config_file(path: str) -> dict:
 
 
 def settings_from_args(args: argparse.Namespace) -> dict:
-    """Defaults, overridden by the config file, overridden by the command line."""
-    settings = dict(DEFAULTS)
+    """Defaults, overridden by the config file, overridden by the command line (key by key
+    for probe, sampler and model options); resolved in :mod:`kgprobe.settings`."""
+    from kgprobe.settings import resolve_run_settings
+
+    layers = []
     if getattr(args, "config", None):
-        settings.update(load_config_file(args.config))
-    given = {k: v for k, v in vars(args).items() if k not in ("func", "command", "config")}
-    if "probe_option" in given:
-        settings["probe_options"] = {**settings["probe_options"], **_parse_kv(given.pop("probe_option"), "--probe-option")}
-    if "model_option" in given:
-        settings["model_options"] = {**settings["model_options"], **_parse_kv(given.pop("model_option"), "--model-option")}
-    if "sampler_option" in given:
-        settings["sampler_options"] = {**settings["sampler_options"],
-                                       **_parse_kv(given.pop("sampler_option"), "--sampler-option")}
-    settings.update(given)
-    if not settings["probe_options"]:
-        settings["probe_options"] = dict(DEFAULT_PROBE_OPTIONS.get(settings["method"], {}))
-    return settings
+        layers.append((f"config file {args.config}", load_config_file(args.config)))
+    given = {k: v for k, v in vars(args).items()
+             if k not in ("func", "command", "config", "output") and not k.startswith("_")}
+    options = []
+    for flag, key in (("probe_option", "probe_options"), ("model_option", "model_options"),
+                      ("sampler_option", "sampler_options")):
+        if flag in given:
+            name = "--" + flag.replace("_", "-")
+            options.append((name, {key: _parse_kv(given.pop(flag), name)}))
+    return resolve_run_settings(*layers, ("the command line", given), *options)
 
 
 def resolve_kg_setting(settings: dict):
@@ -203,27 +173,14 @@ def _quiet_model_loading() -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from kgprobe.api import _check_names, _open_new_store, check_model, with_audit_fraction
-    from kgprobe.engine import Engine, EngineConfig
+    from kgprobe.api import _check_names, _open_new_store, check_model
+    from kgprobe.engine import Engine
+    from kgprobe.settings import engine_config
 
     prepare_process_for_models()
     settings = settings_from_args(args)
     kg = resolve_kg_setting(settings)
-    config = EngineConfig(
-        method=settings["method"],
-        sampler=settings["sampler"],
-        batch_size=settings["batch_size"],
-        budget=settings["budget"],
-        max_rounds=settings["max_rounds"],
-        seed=settings["seed"],
-        propagation_weight=settings["propagation_weight"],
-        convergence_window=settings["convergence_window"],
-        convergence_tolerance=settings["convergence_tolerance"],
-        stop_on_convergence=settings["stop_on_convergence"],
-        probe_options=dict(settings["probe_options"]),
-        sampler_options=with_audit_fraction(settings["sampler"], settings["sampler_options"],
-                                            settings["audit_fraction"]),
-    )
+    config = engine_config(settings)
     # Cheap checks first: a typo should not cost a model load.
     config.validate(kg)
     _check_names(config)
@@ -262,21 +219,40 @@ def _short_warnings() -> None:
     warnings.formatwarning = lambda message, category, *args, **kwargs: f"kgprobe: warning: {message}\n"
 
 
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """SIGTERM (``kill``, a job scheduler's stop) ends a run like Ctrl-C: the current round
+    is undone or kept as the engine decides on KeyboardInterrupt, the run is marked
+    interrupted and stays resumable. Only in the main thread, where signals arrive."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, _raise)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def play(engine, store, settings: dict) -> int:
     """Run the engine under the live view; print the outcome; write the report. Exit code."""
-    from rich.console import Console
-
     _short_warnings()
     from kgprobe.api import Run
-    from kgprobe.live import LiveView, choose_mode
+    from kgprobe.live import progress_view
 
     run = Run(store, engine)
-    mode = choose_mode(quiet=settings.get("quiet", False), plain=settings.get("plain", False))
-    view = LiveView(engine.kg, mode=mode)
-    run.subscribe(view)
     try:
-        with view:
-            run.finish()
+        with sigterm_as_interrupt():
+            with progress_view(run, quiet=settings.get("quiet", False), plain=settings.get("plain", False)) as view:
+                run.subscribe(view)
+                run.finish()
     except KeyboardInterrupt:
         # Plain print: a wrapped path could not be copied into the resume command.
         print(f"kgprobe: interrupted after round {store.last_round()}; everything up to it is saved in "

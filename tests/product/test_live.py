@@ -55,8 +55,9 @@ def test_plain_lines(countries):
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("kgprobe: probing smollm2 on countries (3246 active edges), method zp-lke")
     # 3 rounds x 32 queries in 3 x 2 s -> 16 queries/s; 160 queries left -> ETA 10 s.
-    assert lines[3] == ("round 3 | queries 96/256 | 320.0 resp/s | win 55.0% zero-sense 35.0% all-sense 50.0% "
-                        "(90 edges) | converging | ETA 0:10")
+    # Rates count queries, like the progress (not the 640 scoring requests of a round).
+    assert lines[3] == ("round 3 | queries 96/256 | 16.0 queries/s | KG accuracy n/a (no audit probes yet) | "
+                        "win 55.0% zero-sense 35.0% all-sense 50.0% (90 edges) | converging | ETA 0:10")
     assert lines[-1] == "kgprobe: stopped after round 3 (budget), 96 queries spent"
 
 
@@ -74,16 +75,17 @@ def test_panel_fits_80_and_200_columns(countries):
         # Trend over the 2-round window: win 0.50 -> 0.55 is +5.0 points.
         assert "55.0%  ▲ +5.0 pt" in text
         assert "96/256 queries" in text and "ETA 0:10" in text
-        # Weakest predicates by zero-sense with >= 3 probed edges: calling code (90%), capital (60%),
-        # shares border with (25%).
+        # Weakest predicates by win rate with >= 3 probed edges: calling code (10%), capital (40%),
+        # shares border with (70%).
         assert text.index("country calling") < text.index("capital") < text.index("shares border with")
         assert "continent" not in text  # only 2 probed edges
         assert "France" in text and "100%" in text
         # Every column keeps its header and numbers (rich shrinks the last column first).
-        assert re.search(r"capital\s+60%\s+10\s", text) and re.search(r"France\s+100%\s+3\s", text)
-        assert re.search(r"country calling[^│%]*?\s+90%\s+9\s", text)
+        assert re.search(r"capital\s+40%\s+10\s", text) and re.search(r"France\s+100%\s+3\s", text)
+        assert re.search(r"country calling[^│%]*?\s+10%\s+9\s", text)
         assert re.search(r"Democratic Rep[^│%]*?\s+50%\s+4\s", text)
-        assert re.search(r"zero-sense\s+edges\s+entity\s+zero-sense\s+edges", text)
+        assert re.search(r"win\s+edges\s+entity\s+zero-sense\s+edges", text)
+        assert "16.0 queries/s" in text
 
 
 def test_header_drops_the_weights_hash_only_when_narrow(countries):
@@ -101,3 +103,46 @@ def test_convergence_text_uses_the_monitors_spread(countries):
     view = LiveView(countries, mode="plain", console=Console(file=io.StringIO()))
     feed(view, countries)  # window 2; win 0.50, 0.52, 0.55 -> spread 0.05 (zero-sense 0.05, all-sense 0.05)
     assert view.convergence_text() == "not yet: rates moved 0.050 over 2 rounds (needs <= 0.01)"
+
+
+class _Estimate:
+    def __init__(self, estimate, low, high, n):
+        self.estimate, self.low, self.high, self.n = estimate, low, high, n
+
+
+def test_kg_estimate_and_label_shown(countries):
+    out = io.StringIO()
+    calls = []
+
+    def estimate():
+        calls.append(1)
+        return _Estimate(0.61, 0.481, 0.725, 41)
+
+    view = LiveView(countries, mode="plain", console=Console(file=out, width=300),
+                    label="SmolLM2-135M-Instruct (GGUF Q4_1, dequantized)", estimate_fn=estimate)
+    feed(view, countries)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("kgprobe: probing SmolLM2-135M-Instruct (GGUF Q4_1, dequantized) on countries")
+    assert "| KG accuracy 61.0% [48.1%, 72.5%] (n=41) |" in lines[3]
+    assert len(calls) == 3  # once per round
+    console = Console(file=io.StringIO(), width=120, record=True, color_system=None)
+    live = LiveView(countries, mode="live", console=console, estimate_fn=estimate)
+    feed(live, countries)
+    console.print(live.render())
+    assert "KG accuracy (unbiased, 95% CI): 61.0% [48.1%, 72.5%] (n=41)" in console.export_text()
+
+
+def test_plain_mode_prints_while_a_round_runs(countries):
+    import time
+
+    from kgprobe.engine import RoundStarted
+
+    out = io.StringIO()
+    view = LiveView(countries, mode="plain", console=Console(file=out, width=200), heartbeat=0.05)
+    with view:
+        feed(view, countries)
+        view(RoundStarted(4, 96, 256))
+        deadline = time.monotonic() + 10
+        while "round 4 running" not in out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert "round 4 running 0:00 | queries 96/256 done before this round" in out.getvalue()

@@ -111,13 +111,23 @@ def test_report_numbers(run_a):
     assert [(a["round"], a["answer"], a["correct"]) for a in weak[0]["answers"]] == [
         (1, "answer 1/6", False), (2, "answer 2/6", False), (3, "answer 3/6", False)]
     assert [h["queries_spent"] for h in data["history"]] == [6, 11, 13, 14]
+    # The estimate's history: audit e0 right + e1 wrong (round 1), e2 wrong (round 2), none after.
+    assert [(a["round"], a["n"]) for a in data["accuracy_history"]] == [(1, 2), (2, 3), (3, 3), (4, 3)]
+    assert [a["estimate"] for a in data["accuracy_history"]] == pytest.approx([1 / 2, 1 / 3, 1 / 3, 1 / 3])
+    # "hard" asks yes/no or wh at random: chance 0.25 on every edge.
+    assert data["predicate_chance"]["capital"] == {"min": 0.25, "mean": 0.25, "max": 0.25}
 
 
 def test_report_files(run_a, tmp_path):
     with open_run(run_a) as run:
         paths = write_report(run, tmp_path / "out")
     md = open(paths["markdown"]).read()
-    assert "| capital | 2 | 2 | 50.0% | 50.0% | 50.0% |" in md
+    # Ranked lowest win rate first, each predicate with its chance level (the "hard" mix: 25%).
+    assert "| capital | 2 | 2 | 25.0% | 50.0% | 50.0% | 50.0% |" in md
+    order = [md.index(f"| {p} |") for p in ("currency", "country", "capital", "official language")]
+    assert order == sorted(order)  # win 0% (2 probed), 0% (1 probed), 50%, 100%
+    assert md.index("## What exactly was measured") < md.index("## Results")
+    assert "| method | hard |" in md
     assert "| country | 5 | 40.0% | 40.0% | 20.0% |" in md  # per-group table
     assert "(Paris, country, France) | 0/3 | 0.80 |" in md
     assert "33.3% (95% CI" in md and "n = 3 audit probes" in md
@@ -125,7 +135,7 @@ def test_report_files(run_a, tmp_path):
         assert f"a-plots/{plot}.png" in md
         assert (tmp_path / "out" / "a-plots" / f"{plot}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = open(paths["html"]).read()
-    images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
+    images = re.findall(r"src=[\"']data:image/png;base64,([A-Za-z0-9+/=]+)[\"']", page)
     assert len(images) == 4 and all(base64.b64decode(i)[:4] == b"\x89PNG" for i in images)
     # Self-contained: no external resources.
     assert not re.search(r"(src|href)=['\"]https?:", page)
