@@ -14,7 +14,7 @@ import sys
 from kgprobe.errors import KgprobeError
 
 #: Subcommand modules, in the order ``kgprobe --help`` lists them.
-COMMANDS = ("run", "resume", "report", "compare", "build", "models", "simulate", "bench")
+COMMANDS = ("run", "resume", "report", "compare", "build", "models", "simulate", "bench", "export")
 
 EXIT_CODES = """exit codes:
   0  success
@@ -23,7 +23,21 @@ EXIT_CODES = """exit codes:
   3  a KG source failed: SPARQL endpoint down, rate-limited, malformed answer
   4  a model backend failed: missing weights, server down, API error
   5  the run store cannot be read or written
-  130 interrupted (Ctrl-C); an interrupted run is saved and can be resumed
+  130 interrupted (Ctrl-C or SIGTERM); an interrupted run is saved and can be resumed
+"""
+
+OVERVIEW = """kgprobe: measure what a language model knows by probing it on a knowledge graph.
+
+Try it (embedded countries KG, the default model SmolLM2-135M-Instruct (GGUF Q4_1,
+dequantized), ZP-LKE with 20 examples x 19 distractors, 256 queries; a few minutes on CPU):
+
+  kgprobe run                       probe and write a report under runs/
+  kgprobe report RUN [--json]       the Markdown/HTML report, or its data (with the protocol)
+  kgprobe export RUN --samples F    every probe as one JSON line (prompt, options, response, verdict)
+  kgprobe compare RUN1 RUN2         models side by side (refuses runs with different protocols)
+  kgprobe models                    the models kgprobe can load
+
+`kgprobe --help` lists every command; `kgprobe COMMAND --help` its options.
 """
 
 
@@ -31,6 +45,57 @@ def register_all(subparsers, package: str, names) -> None:
     """Add the subcommands of ``package.NAME`` for each name (each module has ``register``)."""
     for name in names:
         importlib.import_module(f"{package}.{name}").register(subparsers)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """One help style for every command: descriptions keep their line breaks, a default is
+    shown only when there is one (never "(default: None)" on a required option or a flag),
+    and the reStructuredText double backticks of docstrings become single ones."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "%(default)" in text or "default" in text.lower() or action.required:
+            return text
+        default = action.default
+        if default is None or default is False or default is True or default == [] \
+                or default is argparse.SUPPRESS or action.nargs == 0:
+            return text
+        if action.option_strings:
+            return f"{text} (default: %(default)s)"
+        return text
+
+    def _fill_text(self, text, width, indent):
+        if "\n" not in text.strip():
+            return argparse.HelpFormatter._fill_text(self, text, width, indent)
+        return super()._fill_text(text, width, indent)
+
+    def format_help(self):
+        return super().format_help().replace("``", "`")
+
+
+class RenamedOption(argparse.Action):
+    """An old option name kept as an alias: it works, and says what it is called now."""
+
+    def __init__(self, option_strings, dest, new_name: str = "", **kwargs):
+        self.new_name = new_name
+        kwargs.setdefault("help", argparse.SUPPRESS)
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"kgprobe: warning: {option_string} is now {self.new_name}; the old name still works for now",
+              file=sys.stderr)
+        if self.type is None and self.nargs is None and isinstance(values, str) and self.const is not None:
+            values = self.const
+        setattr(namespace, self.dest, values)
+
+
+def _style_help(parser: argparse.ArgumentParser) -> None:
+    """Give every (sub)command the same help formatter."""
+    parser.formatter_class = HelpFormatter
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _style_help(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kgprobe {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     register_all(sub, "kgprobe.commands", COMMANDS)
+    _style_help(parser)
     return parser
 
 
@@ -54,10 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         if args.command is None:
-            # `kgprobe` alone runs the main job on the embedded defaults.
-            args = parser.parse_args(["run", *(argv or [])])
-        else:
-            parser.parse_args([args.command, "--help"])
+            # `kgprobe` alone explains itself instead of starting a minutes-long probe.
+            print(OVERVIEW, end="")
+            return 0
+        parser.parse_args([args.command, "--help"])
     if hasattr(sys.stdout, "reconfigure"):
         # Progress lines of long commands reach a log file or pipe as they happen, not at exit.
         sys.stdout.reconfigure(line_buffering=True)

@@ -29,7 +29,7 @@ from kgprobe.errors import InputError
 RUN_DEFAULTS: dict[str, Any] = {
     "kg": "countries",
     "endpoint": None,
-    "seeds": None,
+    "seed_entities": None,
     "hops": 2,
     "model": "default",
     "model_options": {},

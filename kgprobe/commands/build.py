@@ -16,15 +16,17 @@ def register(subparsers) -> None:
         description="Walk forwards and backwards from seed entities (KGLens A.2/A.7), fetch labels, "
         "aliases, descriptions, true objects and candidates, and write a kgprobe KG file. "
         "The default source is the embedded store: no network needed.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument(
         "--source", default="embedded",
         help="'embedded' (geo data shipped with kgprobe), 'embedded:countries', or a SPARQL "
         "endpoint URL such as https://query.wikidata.org/sparql",
     )
-    parser.add_argument("--seeds", nargs="+", required=True, metavar="SEED",
-                        help="seed entities: QIDs (Q142) or English labels (France)")
+    from kgprobe.cli import RenamedOption
+
+    parser.add_argument("--seed-entities", dest="seeds", nargs="+", metavar="ENTITY",
+                        help="seed entities: QIDs (Q142) or English labels (France); required")
+    parser.add_argument("--seeds", dest="seeds", nargs="+", action=RenamedOption, new_name="--seed-entities")
     parser.add_argument("--hops", type=int, default=2, help="random-walk steps from the seeds")
     parser.add_argument("--per-hop-limit", type=int, default=500,
                         help="edges kept per hop and direction (forward, backward)")
@@ -49,6 +51,10 @@ def register(subparsers) -> None:
 
 
 def handle(args) -> int:
+    if not args.seeds:
+        from kgprobe.errors import InputError
+
+        raise InputError("kgprobe build needs --seed-entities (QIDs such as Q142 or labels such as France)")
     from kgprobe.kg.build import build_kg, open_source
     from kgprobe.kg.formats import save_kg
     from kgprobe.sources.sparql import SparqlClient

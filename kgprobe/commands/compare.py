@@ -2,6 +2,11 @@
 
 η(A | B) is the share of facts model A knows (more right than wrong answers) that model
 B also knows, over the edges both runs probed (ZP-LKE, Table 2).
+
+Runs are compared only when they measured the same thing: the same KG (content hash),
+method and every probe option, sampler and its options, batch size, propagation weight
+and prior (see "What exactly was measured" in the README). Otherwise compare exits with
+code 2 naming every difference; --allow-different compares anyway under a banner.
 """
 
 from __future__ import annotations
@@ -15,6 +20,10 @@ def register(subparsers) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="two or more run files")
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument("--output", metavar="PATH", help="write the JSON comparison to PATH (implies --json)")
+    p.add_argument("--allow-different", action="store_true",
+                   help="compare runs whose protocols differ (method, probe options, sampler, KG …), "
+                   "with a banner naming the differences")
     p.set_defaults(func=handle)
 
 
@@ -30,15 +39,36 @@ def handle(args: argparse.Namespace) -> int:
         raise InputError("compare needs at least two run files")
     runs = [open_run(r) for r in args.runs]
     try:
+        differences = check_protocols(runs, args.runs, allow_different=args.allow_different)
+    except BaseException:
+        for r in runs:
+            r.close()
+        raise
+    try:
         names = _short_names(runs)
         cmp = compare_runs(runs, names)
     finally:
         for r in runs:
             r.close()
-    if args.json:
-        print(json.dumps(cmp.to_dict(), indent=1))
+    if args.json or args.output:
+        payload = cmp.to_dict()
+        payload["protocol_differences"] = [
+            {"runs": [i + 1, j + 1], "field": d.field, "values": [d.a, d.b]} for i, j, d in differences
+        ]
+        text = json.dumps(payload, indent=1, default=str)
+        if args.output:
+            from kgprobe.commands.report import write_output
+
+            write_output(args.output, text)
+        else:
+            print(text)
         return 0
     out = Console(highlight=False)
+    if differences:
+        out.print("[bold red]WARNING: these runs measured different things (--allow-different); "
+                  "differences below reflect the protocols as much as the models:[/]")
+        for i, j, d in differences:
+            out.print(f"  [{i + 1}] vs [{j + 1}] {d}", markup=False)
     t = Table(title="rates over each run's probed edges", title_justify="left")
     t.add_column("run")
     for col in ("probed", "win", "zero-sense", "all-sense", "KG accuracy (unbiased)"):
@@ -71,3 +101,22 @@ def _short_names(runs) -> list[str]:
     if len(set(names)) < len(names):
         names = [f"{n} · {Path(r.path).name}" for n, r in zip(names, runs)]
     return names
+
+
+def check_protocols(runs, refs, *, allow_different: bool = False) -> list:
+    """``(i, j, Difference)`` between run 1 and every other run; InputError unless allowed."""
+    from kgprobe.errors import InputError
+    from kgprobe.protocol import protocol_differences
+
+    base = runs[0].protocol
+    found = []
+    for j, run in enumerate(runs[1:], start=1):
+        found += [(0, j, d) for d in protocol_differences(base, run.protocol)]
+    if found and not allow_different:
+        lines = "\n".join(f"  {refs[0]} vs {refs[j]}: {d}" for _i, j, d in found)
+        raise InputError(
+            "these runs did not measure the same thing, so their numbers are not comparable:\n"
+            f"{lines}\nre-run one of them with the other's settings, or pass --allow-different to compare "
+            "anyway (the output then carries a warning)"
+        )
+    return found

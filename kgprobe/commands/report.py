@@ -12,7 +12,27 @@ def register(subparsers) -> None:
     p.add_argument("run", help="the run file (or its name in runs/)")
     p.add_argument("--out", help="directory for the report files (default: next to the run file)")
     p.add_argument("--json", action="store_true", help="print the report data as JSON on stdout instead")
+    p.add_argument("--output", metavar="PATH", help="write the JSON report data to PATH (implies --json)")
     p.set_defaults(func=handle)
+
+
+def write_output(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a partial file never stands as complete)."""
+    import os
+    from pathlib import Path
+
+    from kgprobe.errors import StoreError
+
+    target = Path(path)
+    if target.is_dir():
+        raise StoreError(f"--output {path} is a directory; give a file name, e.g. {target / 'report.json'}")
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text + "\n", encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise StoreError(f"cannot write {path}: {exc.strerror}; choose another --output") from None
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -20,8 +40,13 @@ def handle(args: argparse.Namespace) -> int:
     from kgprobe.report import report_data, write_report
 
     with open_run(args.run) as run:
-        if args.json:
-            print(json.dumps(report_data(run), indent=1, default=str))
+        if args.json or args.output:
+            text = json.dumps(report_data(run), indent=1, default=str)
+            if args.output:
+                write_output(args.output, text)
+                print(f"wrote {args.output}")
+            else:
+                print(text)
             return 0
         paths = write_report(run, args.out)
     print(f"wrote {paths['html']}")

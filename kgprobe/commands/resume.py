@@ -21,6 +21,7 @@ def register(subparsers) -> None:
     p.add_argument("--no-report", dest="report", action="store_false", help="do not write the report at the end")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--plain", action="store_true", help="line-by-line progress even on a terminal")
+    p.add_argument("--output", metavar="PATH", help="also write the JSON report (with the protocol) to PATH")
     p.set_defaults(func=handle)
 
 
@@ -40,4 +41,5 @@ def handle(args: argparse.Namespace) -> int:
             spec = ro.model_spec or None
     model = load_model_setting(spec, args.cache, options) if spec else None
     run = resume(path, model, budget=args.budget, max_rounds=args.max_rounds, lazy=True)
-    return play(run.engine, run.store, {"quiet": args.quiet, "plain": args.plain, "report": args.report})
+    return play(run.engine, run.store, {"quiet": args.quiet, "plain": args.plain, "report": args.report,
+                                       "output": args.output})

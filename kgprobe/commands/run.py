@@ -39,7 +39,12 @@ def register(subparsers) -> None:
     src = p.add_argument_group("knowledge graph")
     src.add_argument("--kg", default=S, help="a KG file or an embedded KG name (default: countries)")
     src.add_argument("--endpoint", default=S, help="build the KG from this SPARQL endpoint URL first")
-    src.add_argument("--seeds", nargs="+", default=S, help="seed entities (QIDs or labels) for --endpoint")
+    from kgprobe.cli import RenamedOption
+
+    src.add_argument("--seed-entities", dest="seed_entities", nargs="+", default=S, metavar="ENTITY",
+                     help="seed entities (QIDs or labels) for --endpoint")
+    src.add_argument("--seeds", dest="seed_entities", nargs="+", default=S, action=RenamedOption,
+                     new_name="--seed-entities")
     src.add_argument("--hops", type=int, default=S, help="random-walk hops for --endpoint (default 2)")
     m = p.add_argument_group("model and method")
     m.add_argument("--model", default=S,
@@ -68,6 +73,7 @@ def register(subparsers) -> None:
     o = p.add_argument_group("output")
     o.add_argument("--config", help="TOML file with any of these settings")
     o.add_argument("--out", default=S, help="directory for the run file (default runs/)")
+    o.add_argument("--output", metavar="PATH", help="also write the JSON report (with the protocol) to PATH")
     o.add_argument("--no-report", dest="report", action="store_false", default=S,
                    help="do not write the Markdown/HTML report at the end")
     o.add_argument("--quiet", action="store_true", default=S, help="no progress output")
@@ -100,6 +106,10 @@ def load_config_file(path: str) -> dict:
     except OSError as exc:
         raise InputError(f"cannot read config file {path}: {exc.strerror}") from None
     cfg = {k.replace("-", "_"): v for k, v in raw.items()}
+    if "seeds" in cfg and "seed_entities" not in cfg:
+        print(f"kgprobe: warning: config file {path}: 'seeds' is now 'seed_entities'; the old name still works for now",
+              file=sys.stderr)
+        cfg["seed_entities"] = cfg.pop("seeds")
     unknown = sorted(set(cfg) - set(DEFAULTS))
     if unknown:
         raise InputError(f"config file {path}: unknown setting(s) {', '.join(unknown)}; "
@@ -128,11 +138,11 @@ def settings_from_args(args: argparse.Namespace) -> dict:
 
 def resolve_kg_setting(settings: dict):
     if settings.get("endpoint"):
-        if not settings.get("seeds"):
-            raise InputError("--endpoint needs --seeds (QIDs or labels of the entities to start from)")
+        if not settings.get("seed_entities"):
+            raise InputError("--endpoint needs --seed-entities (QIDs or labels of the entities to start from)")
         from kgprobe.kg.build import build_kg
 
-        return build_kg(settings["endpoint"], settings["seeds"], hops=settings["hops"])
+        return build_kg(settings["endpoint"], settings["seed_entities"], hops=settings["hops"])
     from kgprobe.api import resolve_kg
 
     return resolve_kg(settings["kg"])
@@ -196,7 +206,7 @@ def handle(args: argparse.Namespace) -> int:
     except BaseException:
         store.close()
         raise
-    return play(engine, store, settings)
+    return play(engine, store, {**settings, "output": getattr(args, "output", None)})
 
 
 def _check_out_dir(out: Path) -> None:
@@ -266,6 +276,12 @@ def play(engine, store, settings: dict) -> int:
 
             paths = write_report(run)
             print(f"report: {paths['html']} and {paths['markdown']}")
+        if settings.get("output"):
+            from kgprobe.commands.report import write_output
+            from kgprobe.report import report_data
+
+            write_output(settings["output"], json.dumps(report_data(run), indent=1, default=str))
+            print(f"report data: {settings['output']}")
         print(f"run: {store.path}")
     finally:
         run.close()

@@ -29,17 +29,20 @@ def register(subparsers) -> None:
         description="Run the KGLens §2.4 study: each sampler probes the graph against a simulated model "
         "with true error probabilities θ*; plot the MSE of the estimated θ over the hardest edges "
         "against the number of queries.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--graph", default="countries", help="embedded KG name (countries, geo)")
-    parser.add_argument("--kg", metavar="FILE", help="a kgprobe KG file to use instead of --graph")
+    from kgprobe.cli import RenamedOption
+
+    parser.add_argument("--kg", default="countries", help="an embedded KG name (countries, geo) or a KG file")
+    parser.add_argument("--graph", dest="kg", action=RenamedOption, new_name="--kg")
     parser.add_argument("--theta", metavar="FILE", help="θ* per edge (.npy or one number per line)")
     parser.add_argument("--correlation", choices=("correlated", "none"), default="correlated",
                         help="generated θ*: clustered by neighbours and predicates, or shuffled")
     parser.add_argument("--theta-seed", type=int, default=0, help="seed of the generated θ*")
-    parser.add_argument("--seeds", type=int, default=3, help="runs per sampler (curves are averaged)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per sampler, seeds 0..N-1 (curves are averaged)")
+    parser.add_argument("--seeds", dest="runs", type=int, action=RenamedOption, new_name="--runs")
     parser.add_argument("--epochs", type=float, default=5.0, help="query budget, in brute-force epochs")
-    parser.add_argument("--batch", type=int, default=64, help="edges probed per round")
+    parser.add_argument("--batch-size", type=int, default=64, help="edges probed per round")
+    parser.add_argument("--batch", dest="batch_size", type=int, action=RenamedOption, new_name="--batch-size")
     parser.add_argument("--top-k", type=int, nargs="+", default=[200, 600], help="hardest-edge sets to score")
     parser.add_argument("--samplers", nargs="+", metavar="LABEL",
                         help="study configurations to run (default: all; see the table for labels)")
@@ -70,18 +73,13 @@ def handle(args) -> int:
     from kgprobe.simulation.study import DEFAULT_SPECS, run_study_on_kg
     from kgprobe.simulation.theta import ThetaSettings, theta_for_kg
 
-    if args.kg:
-        from kgprobe.kg.formats import load_kg
+    from kgprobe.api import resolve_kg
 
-        kg = load_kg(args.kg)
-    else:
-        from kgprobe.sources.embedded import load_embedded_kg
-
-        kg = load_embedded_kg(args.graph)
+    kg = resolve_kg(args.kg)
     if kg.num_edges == 0 or kg.num_active == 0:
         raise InputError(f"KG {kg.name!r} has no active edges: nothing to simulate")
-    if args.seeds < 1:
-        raise InputError(f"--seeds must be >= 1, got {args.seeds}")
+    if args.runs < 1:
+        raise InputError(f"--runs must be >= 1, got {args.runs}")
     if args.epochs <= 0:
         raise InputError(f"--epochs (the query budget) must be > 0, got {args.epochs}")
     specs = list(DEFAULT_SPECS)
@@ -100,15 +98,15 @@ def handle(args) -> int:
         theta = theta_for_kg(kg, ThetaSettings(correlation=args.correlation), seed=args.theta_seed)
         theta_source = f"generated ({args.correlation}, seed {args.theta_seed})"
     top_k = [k for k in args.top_k if k <= kg.num_active] or [kg.num_active]
-    result = run_study_on_kg(kg, theta, specs=specs, batch=args.batch, epochs=args.epochs,
-                             seeds=range(args.seeds), top_k=top_k)
+    result = run_study_on_kg(kg, theta, specs=specs, batch=args.batch_size, epochs=args.epochs,
+                             seeds=range(args.runs), top_k=top_k)
     ratio_epochs = min(4.5, args.epochs)  # KGLens' reference point, or the whole budget if smaller
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     payload = {
         "graph": kg.name,
         "theta": theta_source,
-        "settings": {"batch": args.batch, "epochs": args.epochs, "seeds": args.seeds, "top_k": top_k},
+        "settings": {"batch": args.batch_size, "epochs": args.epochs, "seeds": args.runs, "top_k": top_k},
         **result.to_json(epochs=ratio_epochs),
     }
     json_path = out / "study.json"
@@ -119,7 +117,7 @@ def handle(args) -> int:
     ratios = result.ratios(epochs=ratio_epochs, k=k_main)
     marks = sorted({e for e in (1, 2, ratio_epochs) if e <= args.epochs})
     table = Table(title=f"{kg.name}: {result.num_active} active edges, θ* {theta_source}, "
-                        f"{args.seeds} seeds, batch {args.batch}")
+                        f"{args.runs} runs, batch {args.batch_size}")
     table.add_column("sampler", no_wrap=True)
     for e in marks:
         table.add_column(f"top-{k_main} MSE @ {e:g} ep", justify="right")
