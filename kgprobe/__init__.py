@@ -7,6 +7,10 @@ __version__ = "0.1.0"
 __all__ = ["probe", "resume", "open_run", "Run", "__version__"]
 
 
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name: str):
     if name in ("probe", "resume", "open_run", "Run"):
         from kgprobe import api

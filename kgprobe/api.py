@@ -532,17 +532,13 @@ def probe(
     listeners:
         Callables receiving every engine event.
     """
-    from kgprobe.settings import engine_config, resolve_run_settings
+    from kgprobe.settings import engine_config
 
-    given = {k: v for k, v in dict(kg=kg, method=method, budget=budget, batch_size=batch_size,
-                                      max_rounds=max_rounds, sampler=sampler, seed=seed,
-                                      propagation_weight=propagation_weight, audit_fraction=audit_fraction,
-                                      probe_options=probe_options, sampler_options=sampler_options).items()
-             if v is not DEFAULT and not (k.endswith("_options") and v is None)}
-    given.update(_convergence_settings(convergence))
-    kg_value = given.pop("kg", None)
-    settings = resolve_run_settings(("kgprobe.probe()", given))
-    kg_obj = resolve_kg(kg_value if kg_value is not None else settings["kg"])
+    settings = probe_settings(kg=kg, method=method, budget=budget, batch_size=batch_size, max_rounds=max_rounds,
+                              sampler=sampler, seed=seed, convergence=convergence,
+                              propagation_weight=propagation_weight, probe_options=probe_options,
+                              sampler_options=sampler_options, audit_fraction=audit_fraction)
+    kg_obj = resolve_kg(settings["kg"])
     config = engine_config(settings)
     config.validate(kg_obj)
     _check_names(config)
@@ -568,6 +564,27 @@ def probe(
 
             run.report_paths = write_report(run)
     return run
+
+
+def probe_settings(**kwargs) -> dict:
+    """The resolved settings of :func:`probe` for these arguments (those left at
+    :data:`DEFAULT` come from :data:`kgprobe.settings.RUN_DEFAULTS`), as ``kgprobe run``
+    resolves its options: through :func:`kgprobe.settings.resolve_run_settings`."""
+    from kgprobe.settings import resolve_run_settings
+
+    convergence = kwargs.pop("convergence", True)
+    given = {k: v for k, v in kwargs.items()
+             if v is not DEFAULT and not (k.endswith("_options") and v is None)}
+    given.update(_convergence_settings(convergence))
+    kg = given.get("kg")
+    if isinstance(kg, os.PathLike):
+        given["kg"] = str(kg)
+    elif kg is not None and not isinstance(kg, str):
+        given.pop("kg")  # a KnowledgeGraph object: nothing to check or merge
+    settings = resolve_run_settings(("kgprobe.probe()", given))
+    if kg is not None and not isinstance(kg, (str, os.PathLike)):
+        settings["kg"] = kg
+    return settings
 
 
 def _check_names(config: EngineConfig) -> None:

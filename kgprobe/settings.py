@@ -234,7 +234,7 @@ def resolve_run_settings(
                 if not isinstance(value, Mapping):
                     raise InputError(f"{source}: {key} must be a table of KEY = VALUE, got {value!r}")
                 settings[key] = {**settings[key], **value}
-                origin[key] = source
+                origin[key] = source if source.startswith("--") else f"{source} {key}"
             else:
                 settings[key] = value
     settings["probe_options"] = merge_options("probe", settings["method"], settings["probe_options"],

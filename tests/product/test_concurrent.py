@@ -42,7 +42,7 @@ def test_two_concurrent_runs_in_one_directory(tmp_path, countries, sim_model):
     # Started in the same second, the files still get distinct names.
     assert len(set(paths)) == 2 and all(Path(p).parent == out for p in paths)
     for seed, path in zip((1, 2), paths):
-        reference = kgprobe.probe(countries, sim_model, seed=seed, **SETTINGS)
+        reference = kgprobe.probe(countries, sim_model, seed=seed, store=None, **SETTINGS)
         with open_run(path) as run:
             assert run.status == "finished" and run.rounds_played == 8
             for key, value in reference.pkg.state_dict().items():

@@ -1,0 +1,169 @@
+"""What exactly was measured: one set of defaults, the stored protocol, compare's refusal, export."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import kgprobe
+from kgprobe.api import open_run, probe_settings
+from kgprobe.cli import build_parser, main
+from kgprobe.commands.run import settings_from_args
+from kgprobe.errors import InputError
+from kgprobe.protocol import build_protocol, gguf_label, protocol_differences
+from kgprobe.settings import engine_config
+
+FAST = dict(method="zp-lke", batch_size=16, budget=32, seed=5, progress=False, report=False,
+            probe_options={"num_examples": 5, "num_distractors": 4})
+
+#: The full ZP-LKE options a run records when none is given: the project's 20 x 19 over
+#: the probe class's other defaults.
+ZP_LKE_DEFAULTS = {"num_examples": 20, "num_distractors": 19, "subject_object_sep": " ", "pair_sep": ", ",
+                   "fixed_examples": False, "example_seed": 0}
+
+
+def cli_settings(*argv):
+    return settings_from_args(build_parser().parse_args(["run", *argv]))
+
+
+def test_api_and_cli_resolve_to_the_same_protocol(countries, sim_model):
+    cli = cli_settings()
+    api = probe_settings()
+    assert engine_config(cli).to_dict() == engine_config(api).to_dict()
+    assert (cli["kg"], cli["model"], cli["out"]) == (api["kg"], api["model"], api["out"]) == \
+        ("countries", "default", "runs")
+    cfg = engine_config(api)
+    assert (cfg.budget, cfg.batch_size, cfg.method, cfg.sampler, cfg.seed) == (256, 32, "zp-lke", "thompson", 0)
+    # Every option is recorded, 20 x 19 for ZP-LKE; the audit fraction sits among the sampler's.
+    assert {k: cfg.probe_options[k] for k in ("num_examples", "num_distractors", "fixed_examples",
+                                              "example_seed")} == \
+        {"num_examples": 20, "num_distractors": 19, "fixed_examples": False, "example_seed": 0}
+    assert cfg.sampler_options == {"audit_fraction": 0.125, "direct_limit": 200000}
+    # The protocols built from the two (same model, same KG) differ in nothing but the date.
+    a = build_protocol(engine_config(cli), countries, sim_model, "default", date="d")
+    b = build_protocol(engine_config(api), countries, sim_model, "default", date="d")
+    assert a == b
+
+
+def test_one_probe_option_leaves_the_others_at_their_defaults():
+    cli = cli_settings("--probe-option", "num_examples=10")
+    expected = {**cli_settings()["probe_options"], "num_examples": 10}
+    assert cli["probe_options"] == expected
+    assert cli["probe_options"]["num_distractors"] == 19  # not the class default 99
+    assert probe_settings(probe_options={"num_examples": 10})["probe_options"] == expected
+
+
+def test_hgp_shares_the_option_count_with_zp_lke():
+    assert cli_settings("--method", "hgp")["probe_options"] == {"num_distractors": 19, "template_index": None}
+
+
+def test_probe_option_types_are_checked(tmp_path, capsys):
+    with pytest.raises(InputError, match=r"--probe-option num_examples='abc': expected an integer"):
+        cli_settings("--probe-option", "num_examples=abc")
+    with pytest.raises(InputError, match=r"probe 'zp-lke' has no option 'num_exemples'; its options: .*num_examples"):
+        probe_settings(probe_options={"num_exemples": 3})
+    with pytest.raises(InputError, match=r"sampler_options epsilon=True: expected a number"):
+        probe_settings(sampler="epsilon-greedy", sampler_options={"epsilon": True})
+    assert probe_settings(sampler="epsilon-greedy", sampler_options={"epsilon": 1})["sampler_options"] == \
+        {"epsilon": 1.0}
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('method = "zp-lke"\n[probe_options]\nnum_distractors = "many"\n')
+    assert main(["run", "--config", str(cfg), "--out", str(tmp_path)]) == 2
+    assert "num_distractors='many': expected an integer" in capsys.readouterr().err
+
+
+def test_gguf_labels():
+    assert gguf_label("SmolLM2-135M-Instruct.Q4_1.gguf") == ("SmolLM2-135M-Instruct", "Q4_1")
+    assert gguf_label("gemma-3-270m-q4_k_m.gguf") == ("gemma-3-270m", "Q4_K_M")
+    assert gguf_label("plain.gguf") == ("plain", None)
+
+
+def _run(tmp_path, name, countries, sim_model, **kw):
+    settings = {**FAST, **kw}
+    return kgprobe.probe(countries, sim_model, store=tmp_path / f"{name}.kgrun", **settings)
+
+
+def test_protocol_is_stored_and_compare_refuses_different_option_counts(tmp_path, countries, sim_model, capsys):
+    a = _run(tmp_path, "a", countries, sim_model)
+    b = _run(tmp_path, "b", countries, sim_model, probe_options={"num_examples": 5, "num_distractors": 9})
+    c = _run(tmp_path, "c", countries, sim_model, seed=6)
+    proto = a.protocol
+    assert proto["probe_options"] == {**ZP_LKE_DEFAULTS, "num_examples": 5, "num_distractors": 4}
+    assert proto["kg"]["name"] == "countries" and len(proto["kg"]["content_hash"]) == 64
+    assert (proto["batch_size"], proto["budget"], proto["seed"]) == (16, 32, 5)
+    assert proto["model"]["identity"] == sim_model.identity
+    assert set(proto["versions"]) == {"kgprobe", "python", "torch", "transformers", "numpy"}
+    assert [str(d) for d in protocol_differences(a.protocol, b.protocol)] == ["probe_options.num_distractors: 4 vs 9"]
+    assert protocol_differences(a.protocol, c.protocol) == []  # another seed is a replicate
+    for r in (a, b, c):
+        r.close()
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "a.kgrun"), str(tmp_path / "b.kgrun")]) == 2
+    err = capsys.readouterr().err
+    assert "did not measure the same thing" in err and "probe_options.num_distractors: 4 vs 9" in err
+    assert main(["compare", str(tmp_path / "a.kgrun"), str(tmp_path / "b.kgrun"), "--allow-different"]) == 0
+    assert "WARNING: these runs measured different things" in capsys.readouterr().out
+    assert main(["compare", str(tmp_path / "a.kgrun"), str(tmp_path / "c.kgrun"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["protocol_differences"] == []
+
+
+def test_report_json_output_and_export(tmp_path, countries, sim_model, capsys):
+    run = _run(tmp_path, "a", countries, sim_model)
+    probes = run.store.probes()
+    run.close()
+    assert main(["report", str(tmp_path / "a.kgrun"), "--output", str(tmp_path / "r.json")]) == 0
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["protocol"]["method"] == "zp-lke" and data["protocol"]["probe_options"]["num_distractors"] == 4
+    assert main(["export", str(tmp_path / "a.kgrun"), "--samples", str(tmp_path / "s.jsonl")]) == 0
+    lines = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    header, samples = lines[0], lines[1:]
+    assert header["protocol"] == data["protocol"]
+    assert len(samples) == len(probes) == 32  # 2 rounds of 16, one query each
+    for s, p in zip(samples, probes):
+        assert (s["round"], s["pos"], s["edge"], s["verdict"], s["response"]) == \
+            (p.round, p.pos, p.edge, p.correct, p.answer)
+        t = countries.triple(p.edge)
+        assert (s["subject"]["id"], s["predicate"]["id"], s["object"]["id"]) == (t.subject, t.predicate, t.object)
+        assert len(s["options"]) == len(s["scores"]) == p.detail["num_options"]
+        # The question is the context, the separator's tail, then "[N options]".
+        assert p.question.startswith(s["prompt"]) and p.question.endswith(f"[{len(s['options'])} options]")
+        # The response is the option with the highest recorded log-probability (no ties here).
+        best = int(np.argmax([sc["logprob"] for sc in s["scores"]]))
+        assert s["options"][best].strip() == s["response"] == p.answer
+        assert s["object"]["label"] in [o.strip() for o in s["options"]]
+        assert s["verdict"] == (s["response"] == s["object"]["label"])
+
+
+def test_in_memory_runs(tmp_path, countries, sim_model):
+    from kgprobe.report import write_report
+
+    run = kgprobe.probe(countries, sim_model, store=None, **FAST)
+    assert run.path == ":memory:" and run.report_paths is None
+    with pytest.raises(InputError, match="this run is in memory"):
+        write_report(run)
+    paths = write_report(run, tmp_path / "rep")
+    assert paths["markdown"].startswith(str(tmp_path / "rep")) and ":memory:" not in paths["markdown"]
+    saved = run.save(tmp_path / "kept")
+    assert saved == str(tmp_path / "kept.kgrun")
+    with pytest.raises(InputError, match="already exists"):
+        run.save(tmp_path / "kept.kgrun")
+    with open_run(saved) as copy:
+        assert copy.protocol == run.protocol and copy.rounds_played == run.rounds_played == 2
+        assert [p.answer for p in copy.store.probes()] == [p.answer for p in run.store.probes()]
+    with pytest.raises(InputError, match="run.save"):
+        kgprobe.resume(":memory:")
+
+
+def test_default_store_and_report(tmp_path, countries, sim_model, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = kgprobe.probe(countries, sim_model, **{**FAST, "report": True})
+    assert run.path.startswith("runs/") and run.path.endswith(".kgrun")
+    assert run.report_paths["html"].endswith(".html")
+    assert "What exactly was measured" in open(run.report_paths["markdown"]).read()
+    run.close()
+
+
+def test_public_names():
+    assert {"probe", "resume", "open_run", "Run"} <= set(dir(kgprobe))
