@@ -312,12 +312,15 @@ def print_outcome(run, *, quiet: bool = False) -> None:
     t.add_row("probed edges", str(m.probed_edges))
     t.add_row("KG accuracy (unbiased, 95% CI)", est_txt)
     out.print(t)
-    weak = sorted(run.by_predicate.items(), key=lambda kv: -kv[1].zero_sense_rate)[:5]
+    from kgprobe.ranking import weakest_first
+
+    weak = weakest_first(run.by_predicate.items())[:5]
     if weak:
-        w = Table(title="weakest predicates", title_justify="left")
+        w = Table(title="weakest predicates (lowest win rate; ties: more probed first)", title_justify="left")
         w.add_column("predicate")
+        w.add_column("win", justify="right")
         w.add_column("zero-sense", justify="right")
         w.add_column("probed", justify="right")
         for name, pm in weak:
-            w.add_row(name, f"{pm.zero_sense_rate:.0%}", str(pm.probed_edges))
+            w.add_row(name, f"{pm.win_rate:.0%}", f"{pm.zero_sense_rate:.0%}", str(pm.probed_edges))
         out.print(w)

