@@ -22,6 +22,15 @@ entities with ``wikibase:directClaim`` so the queries in ``queries/`` run unchan
 
 Two KGs: ``countries`` (countries and the things they point to) and ``geo`` (countries
 plus ~34,000 cities, US states and counties).
+
+Label hygiene (the sources are not all current or English): :data:`RELABEL` gives the
+current English name where a source uses another language or a former name (the old
+name stays an alias, so answers using it still match); :data:`DISSOLVED` lists states
+that no longer exist but which the sources describe as if current. Those keep their
+entity and every edge (so entity and edge ids stay the same), get the extra class
+``wd:Q3024240`` (historical country) and a description saying when they were dissolved;
+the loader (:func:`kgprobe.sources.rdf.kg_from_rdf`) makes every edge touching an entity
+of that class dead: kept for structure, never asked about.
 """
 
 from __future__ import annotations
@@ -71,7 +80,28 @@ CLASSES = {
     "domain": (KGPROBE_URN + "class:domain", "top-level domain", "Internet top-level domain"),
     "state": (KGPROBE_URN + "class:us-state", "state", "state of the United States"),
     "county": (KGPROBE_URN + "class:us-county", "county", "county of the United States"),
+    "historical country": (WD + "Q3024240", "historical country", "country or state that no longer exists"),
 }
+
+
+#: ISO alpha-2 -> (current English label, why). The source's label becomes an alias.
+RELABEL = {
+    "AN": ("Netherlands Antilles", "the source's label is French (Antilles néerlandaises)"),
+    "SZ": ("Eswatini", "renamed from Swaziland in 2018"),
+    "MK": ("North Macedonia", "renamed from Republic of Macedonia in 2019"),
+}
+#: (ISO alpha-2, countryinfo's capital name) -> English label. Only the label changes: the
+#: capital keeps the IRI the source name gave it, so edge ids do not move.
+RELABEL_CAPITALS = {
+    ("PF", "Papeetē"): "Papeete",  # Tahitian macron
+}
+#: ISO alpha-2 -> year dissolved, for states that no longer exist.
+DISSOLVED = {
+    "AN": 2010,  # Netherlands Antilles: dissolved into Curaçao, Sint Maarten and the BES islands
+    "CS": 2006,  # Serbia and Montenegro: split into Serbia and Montenegro
+}
+#: Wikidata's "historical country": its entities' edges are dead (see the module docstring).
+HISTORICAL_COUNTRY = CLASSES["historical country"][0]
 
 
 def site_packages_file(package: str, relative: str) -> Path:
@@ -238,9 +268,16 @@ def build_countries(g: Graph, *, cities_for_capitals: list[dict]) -> dict[str, s
         iri = country_iri[iso]
         label = info.get("name") or geo["name"]
         aliases = [geo.get("name", ""), *[a for a in info.get("altSpellings", []) if not is_code(a)]]
+        if iso in RELABEL:
+            aliases = [label, *aliases]
+            label = RELABEL[iso][0]
         subregion = info.get("subregion") or ""
         where = f" in {subregion}" if subregion else ""
-        g.entity(iri, label, group="country", description=f"country or territory{where}", aliases=aliases)
+        description = f"country or territory{where}"
+        if iso in DISSOLVED:
+            description = f"former country{where}, dissolved in {DISSOLVED[iso]}"
+            g.add(iri, WDT + "P31", HISTORICAL_COUNTRY)
+        g.entity(iri, label, group="country", description=description, aliases=aliases)
 
         if subregion:
             region = f"{KGPROBE_URN}region:{slug(subregion)}"
@@ -258,6 +295,9 @@ def build_countries(g: Graph, *, cities_for_capitals: list[dict]) -> dict[str, s
             else:
                 cap_iri = f"{KGPROBE_URN}city:{iso}:{slug(capital)}"
                 cap_aliases = []
+            if (iso, capital) in RELABEL_CAPITALS:
+                cap_aliases = [capital, *cap_aliases]
+                capital = RELABEL_CAPITALS[(iso, capital)]
             g.entity(cap_iri, capital, group="city", description=f"capital of {label}", aliases=cap_aliases)
             g.claim(iri, "P36", cap_iri)
             g.claim(cap_iri, "P1376", iri)

@@ -164,6 +164,11 @@ DEAD_PREDICATES: frozenset[str] = frozenset(
     }
 )
 
+#: ``wdt:P31`` classes of entities that no longer exist (Wikidata's "historical country").
+#: Sources often describe them as if current (a dissolved state "borders" today's
+#: neighbours), so every edge touching one is dead: kept for structure, never asked about.
+DISSOLVED_CLASSES: frozenset[str] = frozenset({"Q3024240"})
+
 #: Predicates never turned into edges: class membership gives an entity its group.
 STRUCTURAL_PREDICATES: frozenset[str] = frozenset({"P31", "P279"})
 
@@ -180,6 +185,7 @@ GROUP_CLASSES: dict[str, str] = {
     "Q1549591": "city",  # big city
     "Q486972": "settlement",  # human settlement
     "Q5": "human",
+    "Q3024240": "former country",  # historical country
     "Q11424": "film",
     "kgprobe:class:domain": "domain",
     "kgprobe:class:us-state": "state",
@@ -270,7 +276,8 @@ def kg_from_rdf(
     ``rdfs:label`` / ``skos:altLabel`` / ``schema:description`` in language ``lang`` (or
     untagged) become entity names; ``wdt:P31`` gives the group; property entities
     (``wikibase:directClaim``) give predicate labels; every other triple whose object is
-    an IRI or literal is an edge, dead if its predicate is in ``dead_predicates``. Edges
+    an IRI or literal is an edge, dead if its predicate is in ``dead_predicates`` or it
+    touches an entity of a :data:`DISSOLVED_CLASSES` class. Edges
     are ordered by (subject, predicate, object) id so the order does not depend on the
     source's.
     """
@@ -336,5 +343,9 @@ def kg_from_rdf(
         Predicate(pid, predicate_label.get(pid, pid), predicate_aliases.get(pid, ()))
         for pid in sorted({p for _, p, _ in ordered})
     ]
-    triples_out = [Triple(s, p, o, p not in dead_predicates) for s, p, o in ordered]
+    dissolved = {eid for eid, cls in classes.items() if cls & DISSOLVED_CLASSES}
+    triples_out = [
+        Triple(s, p, o, p not in dead_predicates and s not in dissolved and o not in dissolved)
+        for s, p, o in ordered
+    ]
     return KnowledgeGraph(entities.values(), predicates, triples_out, name=name, metadata=metadata)

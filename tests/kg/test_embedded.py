@@ -26,9 +26,12 @@ def test_countries_kg_meets_the_size_bar(countries):
     active_predicates = {countries.predicate_id(p) for p in countries.predicate_of[countries.active]}
     assert countries.num_active >= 2000
     assert len(active_predicates) >= 8
-    # the dead ones are exactly the blocklisted predicates present in the data
-    dead_predicates = {countries.predicate_id(p) for p in countries.predicate_of[~countries.active]}
-    assert dead_predicates == {"P421", "P1082"}
+    # the dead ones are the blocklisted predicates present in the data, plus the edges of
+    # the two dissolved states (see test_dissolved_states_are_marked_and_their_edges_dead)
+    dead_by_predicate = {countries.predicate_id(p) for p in countries.predicate_of[~countries.active]
+                         if countries.predicate_id(p) not in ("P421", "P1082")}
+    assert {t.predicate for t in countries.triples() if t.predicate in ("P421", "P1082") and t.active} == set()
+    assert dead_by_predicate <= {p for p in countries.predicates if p not in ("P421", "P1082")}
 
 
 @pytest.mark.slow
@@ -83,7 +86,41 @@ def test_predicate_labels_are_wikidata_labels(countries):
 def test_dead_edges_are_time_zone_and_population(countries):
     groups = Counter((countries.predicate_id(p), bool(a)) for p, a in zip(countries.predicate_of, countries.active))
     assert all(not active for (pid, active) in groups if pid in ("P421", "P1082"))
-    assert groups[("P36", True)] == len(countries.edges_of_predicate("P36"))
+    # every capital edge is asked about except those of the two dissolved states
+    assert groups[("P36", True)] == len(countries.edges_of_predicate("P36")) - 2
+
+
+DISSOLVED = {"Q838261": ("Serbia and Montenegro", 2006), "geonames:8505032": ("Netherlands Antilles", 2010)}
+
+
+def test_dissolved_states_are_marked_and_their_edges_dead(countries):
+    for eid, (label, year) in DISSOLVED.items():
+        e = countries.entity(eid)
+        assert (e.label, e.group) == (label, "former country")
+        assert e.description.endswith(f"dissolved in {year}")
+    dead = [t for t in countries.triples() if not t.active and t.predicate not in ("P421", "P1082")]
+    # 36 edges, each touching a dissolved state: Serbia and Montenegro's 19 own facts, 7 borders
+    # pointing at it and Belgrade's capital-of/country; the Antilles' 5 facts, Guadeloupe's border
+    # and Willemstad's capital-of/country. Every one of them was active before the marking.
+    assert len(dead) == 36
+    assert all(t.subject in DISSOLVED or t.object in DISSOLVED for t in dead)
+    assert sum(t.subject == "Q838261" for t in dead) == 19 and sum(t.object == "Q838261" for t in dead) == 9
+    assert sum(t.subject == "geonames:8505032" for t in dead) == 5
+    assert sum(t.object == "geonames:8505032" for t in dead) == 3
+    # Belgrade stays the capital of Serbia, an active fact.
+    serbia_capital = [t for t in countries.triples() if t.subject == "geonames:6290252" and t.predicate == "P36"]
+    assert serbia_capital and all(t.active for t in serbia_capital)
+
+
+def test_labels_are_english_and_current(countries):
+    renamed = {"geonames:8505032": ("Netherlands Antilles", "Antilles néerlandaises"),
+               "geonames:934841": ("Eswatini", "Swaziland"), "Q221": ("North Macedonia", "Republic of Macedonia"),
+               "kgprobe:city:PF:papeete": ("Papeete", "Papeetē")}
+    for eid, (label, old) in renamed.items():
+        e = countries.entity(eid)
+        assert e.label == label and old in e.aliases  # the old name still verifies an answer
+    country_labels = [e.label for e in countries.entities.values() if e.group in ("country", "former country")]
+    assert "Antilles néerlandaises" not in country_labels and len(country_labels) == 252
 
 
 def test_unknown_embedded_kg_is_an_input_error():

@@ -186,7 +186,7 @@ def test_convergence_stops_the_run(countries, sim_model):
     [
         (dict(budget=10), "below one batch"),
         (dict(batch_size=0), "batch size must be a positive integer"),
-        (dict(batch_size=100_000), "larger than the 3246 active edges"),
+        (dict(batch_size=100_000), "larger than the 3210 active edges"),
         (dict(method="telepathy"), "unknown probe method 'telepathy'"),
         (dict(sampler="oracle"), "unknown sampler 'oracle'"),
         (dict(convergence=(1, 0.01)), "convergence window must be an integer >= 2"),

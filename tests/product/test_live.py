@@ -53,7 +53,7 @@ def test_plain_lines(countries):
     feed(view, countries)
     view(RunFinished("budget", 3, 96))
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith("kgprobe: probing smollm2 on countries (3246 active edges), method zp-lke")
+    assert lines[0].startswith("kgprobe: probing smollm2 on countries (3210 active edges), method zp-lke")
     # 3 rounds x 32 queries in 3 x 2 s -> 16 queries/s; 160 queries left -> ETA 10 s.
     # Rates count queries, like the progress (not the 640 scoring requests of a round).
     assert lines[3] == ("round 3 | queries 96/256 | 16.0 queries/s | KG accuracy n/a (no audit probes yet) | "
@@ -70,7 +70,7 @@ def test_panel_fits_80_and_200_columns(countries):
         text = console.export_text()
         assert max(len(line) for line in text.splitlines()) <= width
         lines = text.splitlines()
-        header = "smollm2 · countries (3,246 edges) · zp-lke · thompson · batch 32 · seed 0"
+        header = "smollm2 · countries (3,210 edges) · zp-lke · thompson · batch 32 · seed 0"
         assert lines[1].strip("│ ") == header
         # Trend over the 2-round window: win 0.50 -> 0.55 is +5.0 points.
         assert "55.0%  ▲ +5.0 pt" in text
@@ -90,7 +90,7 @@ def test_panel_fits_80_and_200_columns(countries):
 
 def test_header_drops_the_weights_hash_only_when_narrow(countries):
     name = "smollm2-135m-instruct@b179c9523d0e6a0f"
-    rest = " · countries (3,246 edges) · zp-lke · thompson · batch 32 · seed 0"
+    rest = " · countries (3,210 edges) · zp-lke · thompson · batch 32 · seed 0"
     for width, shown in ((120, name), (100, "smollm2-135m-instruct")):
         console = Console(file=io.StringIO(), width=width, record=True, color_system=None)
         view = LiveView(countries, mode="live", console=console)
