@@ -405,12 +405,13 @@ class LiveView:
 class NotebookProgress:
     """A progress bar for Jupyter (``tqdm.auto``): queries spent of the budget, KG estimate."""
 
-    def __init__(self, estimate_fn=None):
+    def __init__(self, estimate_fn=None, file=None):
         from tqdm.auto import tqdm
 
         self._tqdm = tqdm
         self.bar = None
         self.estimate_fn = estimate_fn
+        self.file = file
 
     def __enter__(self):
         return self
@@ -422,7 +423,7 @@ class NotebookProgress:
     def __call__(self, event) -> None:
         if isinstance(event, RunStarted):
             self.bar = self._tqdm(total=event.config.budget, initial=event.queries_spent, unit="query",
-                                  desc=f"kgprobe {event.config.method} on {event.kg_name}")
+                                  desc=f"kgprobe {event.config.method} on {event.kg_name}", file=self.file)
         elif isinstance(event, RoundFinished) and self.bar is not None:
             s = event.summary
             self.bar.update(s.queries)

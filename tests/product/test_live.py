@@ -146,3 +146,15 @@ def test_plain_mode_prints_while_a_round_runs(countries):
         while "round 4 running" not in out.getvalue() and time.monotonic() < deadline:
             time.sleep(0.02)
     assert "round 4 running 0:00 | queries 96/256 done before this round" in out.getvalue()
+
+
+def test_notebook_progress_bar_counts_queries_and_shows_the_estimate(countries):
+    from kgprobe.live import NotebookProgress
+
+    out = io.StringIO()
+    bar = NotebookProgress(lambda: _Estimate(0.5, 0.3, 0.7, 12), file=out)
+    with bar:
+        feed(bar, countries)  # 3 rounds of 32 queries, budget 256
+        assert (bar.bar.n, bar.bar.total) == (96, 256)
+        assert bar.bar.postfix == "round=3, win=55.0%, KG acc=50.0% [30.0%, 70.0%]"
+    assert "96/256" in out.getvalue()
