@@ -186,7 +186,12 @@ def test_cli_simulate_bad_graphs_exit_2(tmp_path, capsys):
     path = str(save_kg(kg, tmp_path / "tiny.jsonl"))
     assert main(["simulate", "--kg", path, "--batch", "3", "--out", str(tmp_path)]) == 2
     assert "larger than the graph's 2 active edges" in capsys.readouterr().err
+    assert main(["simulate", "--kg", path, "--runs", "0", "--out", str(tmp_path)]) == 2
+    assert "--runs must be >= 1" in capsys.readouterr().err
+    # Old names (--seeds for the number of runs, --batch) still work, with a warning.
     assert main(["simulate", "--kg", path, "--seeds", "0", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "warning: --seeds is now --runs" in err and "--runs must be >= 1" in err
 
 
 @pytest.mark.slow
@@ -197,8 +202,8 @@ def test_cli_simulate_writes_json_and_png(tmp_path):
     path = save_kg(kg, tmp_path / "tiny.jsonl")
     theta = tmp_path / "theta.npy"
     np.save(theta, np.array([0.9, 0.1]))
-    rc = main(["simulate", "--kg", str(path), "--theta", str(theta), "--seeds", "2", "--epochs", "5",
-               "--batch", "1", "--top-k", "1", "--samplers", "uniform", "focus", "--out", str(tmp_path / "o")])
+    rc = main(["simulate", "--kg", str(path), "--theta", str(theta), "--runs", "2", "--epochs", "5",
+               "--batch-size", "1", "--top-k", "1", "--samplers", "uniform", "focus", "--out", str(tmp_path / "o")])
     assert rc == 0
     data = json.loads((tmp_path / "o" / "study.json").read_text())
     assert data["num_active_edges"] == 2 and data["top_k"] == [1]

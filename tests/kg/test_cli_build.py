@@ -13,7 +13,7 @@ from .conftest import SPARQL_JSON
 
 def test_offline_build_writes_a_loadable_kg_and_prints_its_size(tmp_path, capsys):
     out = tmp_path / "countries.kg.jsonl"
-    rc = main(["build", "--source", "embedded", "--seeds", "Q142", "Q183", "Q17", "--hops", "2", "-o", str(out)])
+    rc = main(["build", "--source", "embedded", "--seed-entities", "Q142", "Q183", "Q17", "--hops", "2", "-o", str(out)])
     assert rc == 0
     printed = capsys.readouterr().out
     m = re.search(r"(\d+) entities, (\d+) active edges, (\d+) dead edges, (\d+) predicates", printed)
@@ -27,9 +27,12 @@ def test_offline_build_writes_a_loadable_kg_and_prints_its_size(tmp_path, capsys
 
 def test_unknown_seed_exits_2(tmp_path, capsys):
     out = tmp_path / "kg.jsonl"
+    # --seeds is the old name of --seed-entities: it still works and says what it is called now.
     rc = main(["build", "--source", "embedded:countries", "--seeds", "Q999999999", "-o", str(out)])
     assert rc == 2
-    assert "seed Q999999999 is unknown" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "seed Q999999999 is unknown" in err
+    assert "warning: --seeds is now --seed-entities" in err
     assert not out.exists()
 
 
@@ -37,7 +40,7 @@ def test_endpoint_down_exits_3_and_writes_nothing(tmp_path, capsys):
     from kgprobe.sources.oxigraph_server import free_port
 
     out = tmp_path / "kg.jsonl"
-    rc = main(["build", "--source", f"http://127.0.0.1:{free_port()}/sparql", "--seeds", "Q142", "-o", str(out)])
+    rc = main(["build", "--source", f"http://127.0.0.1:{free_port()}/sparql", "--seed-entities", "Q142", "-o", str(out)])
     assert rc == 3
     assert "down or unreachable" in capsys.readouterr().err
     assert not out.exists()
@@ -59,7 +62,7 @@ def test_failure_mid_build_keeps_the_previous_file(tmp_path, capsys, bad_server)
         (200, {"Content-Type": SPARQL_JSON}, labels, 0),
         (200, {"Content-Type": "text/html"}, b"<html>maintenance</html>", 0),
     ]
-    rc = main(["build", "--source", bad_server.url, "--seeds", "Q142", "--no-cache", "-o", str(out)])
+    rc = main(["build", "--source", bad_server.url, "--seed-entities", "Q142", "--no-cache", "-o", str(out)])
     assert rc == 3
     assert "instead of SPARQL JSON" in capsys.readouterr().err
     assert out.read_text(encoding="utf-8") == "previous complete KG\n"

@@ -104,7 +104,7 @@ def test_sigkill_and_ctrl_c_then_resume_equal_an_unbroken_run(tmp_path):
 @pytest.mark.slow
 def test_run_builds_from_an_endpoint_then_probes(tmp_path):
     # "embedded" is the in-process SPARQL store: the same queries a Wikidata URL gets, offline.
-    p = subprocess.run(cli("run", "--endpoint", "embedded", "--seeds", "Q142", "--hops", "1", "--method",
+    p = subprocess.run(cli("run", "--endpoint", "embedded", "--seed-entities", "Q142", "--hops", "1", "--method",
                            "yes-no-logprob", "--batch-size", "8", "--budget", "8", "--out", str(tmp_path),
                            "--plain", "--no-report"), env=ENV, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

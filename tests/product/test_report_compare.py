@@ -114,6 +114,12 @@ def test_report_numbers(run_a):
     # The estimate's history: audit e0 right + e1 wrong (round 1), e2 wrong (round 2), none after.
     assert [(a["round"], a["n"]) for a in data["accuracy_history"]] == [(1, 2), (2, 3), (3, 3), (4, 3)]
     assert [a["estimate"] for a in data["accuracy_history"]] == pytest.approx([1 / 2, 1 / 3, 1 / 3, 1 / 3])
+    # A run file written without a protocol gets one rebuilt from its settings; its probe
+    # options are the probe class's defaults, which is what such a run was built with.
+    proto = data["protocol"]
+    assert proto["reconstructed"] is True and proto["method"] == "hard" and proto["batch_size"] == 2
+    assert proto["probe_options"] == {"chat": True, "use_alias": True, "max_tokens_yes_no": 24, "max_tokens_wh": 32}
+    assert proto["model"]["identity"] == "model-A" and proto["kg"]["name"] == "hand"
     # "hard" asks yes/no or wh at random: chance 0.25 on every edge.
     assert data["predicate_chance"]["capital"] == {"min": 0.25, "mean": 0.25, "max": 0.25}
 
