@@ -77,14 +77,14 @@ def bar_plot(labels: Sequence[str], values: Sequence[float], counts: Sequence[in
     ax.set_yticks(y, labels, fontsize=8)
     for yi, v, c in zip(y, values, counts):
         ax.text(min(v + 0.01, 0.93), yi, f"{v:.0%} (n={c})", va="center", fontsize=7)
+    xlabel = "win rate (share of probed edges answered right more often than wrong)"
     if chance is not None:
         pts = [(c, yi) for c, yi in zip(chance, y) if c is not None]
         if pts:
-            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="|", s=160, color="black",
-                       label="chance level", zorder=3)
-            ax.legend(fontsize=7, loc="lower right")
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker="|", s=160, color="black", zorder=3)
+            xlabel += "\nblack tick: the predicate's chance level (a random guess)"
     ax.set_xlim(0, 1)
-    ax.set_xlabel("win rate (share of probed edges answered right more often than wrong)")
+    ax.set_xlabel(xlabel)
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
     return _png(fig)
