@@ -114,8 +114,10 @@ def check_protocols(runs, refs, *, allow_different: bool = False) -> list:
         found += [(0, j, d) for d in protocol_differences(base, run.protocol)]
     if found and not allow_different:
         lines = "\n".join(f"  {refs[0]} vs {refs[j]}: {d}" for _i, j, d in found)
+        what = ("these runs were made on different KGs" if any(d.field.startswith("kg.") for _i, _j, d in found)
+                else "these runs did not measure the same thing")
         raise InputError(
-            "these runs did not measure the same thing, so their numbers are not comparable:\n"
+            f"{what}, so their numbers are not comparable:\n"
             f"{lines}\nre-run one of them with the other's settings, or pass --allow-different to compare "
             "anyway (the output then carries a warning)"
         )
