@@ -46,12 +46,14 @@ def handle(args: argparse.Namespace) -> int:
         raise
     try:
         names = _short_names(runs)
+        protocols = [r.protocol for r in runs]
         cmp = compare_runs(runs, names)
     finally:
         for r in runs:
             r.close()
     if args.json or args.output:
         payload = cmp.to_dict()
+        payload["protocols"] = protocols
         payload["protocol_differences"] = [
             {"runs": [i + 1, j + 1], "field": d.field, "values": [d.a, d.b]} for i, j, d in differences
         ]
