@@ -51,7 +51,9 @@ def register(subparsers) -> None:
     src.add_argument("--hops", type=int, default=S, help="random-walk hops for --endpoint (default 2)")
     m = p.add_argument_group("model and method")
     m.add_argument("--model", default=S,
-                   help="default | a local path | hf:ID | vllm:MODEL | openai:MODEL@BASE_URL (default: default)")
+                   help="default | a registry name | a hub id (HuggingFaceTB/SmolLM2-135M) | a local directory | "
+                   "hf:ID | vllm:MODEL | openai:MODEL@BASE_URL (default: default, SmolLM2-135M-Instruct "
+                   "(GGUF Q4_1, dequantized))")
     m.add_argument("--model-option", action="append", default=S, metavar="KEY=VALUE",
                    help='a backend setting (JSON values; repeatable), e.g. base_urls=\'["http://a:8000/v1", '
                    '"http://b:8000/v1"]\' or tensor_parallel_size=2')
@@ -67,7 +69,8 @@ def register(subparsers) -> None:
     s.add_argument("--budget", type=int, default=S, help="model queries to spend (default 256)")
     s.add_argument("--batch-size", type=int, default=S, help="edges per round (default 32)")
     s.add_argument("--max-rounds", type=int, default=S, help="stop after this many rounds")
-    s.add_argument("--seed", type=int, default=S, help="seed of the whole run (default 0)")
+    s.add_argument("--seed", type=int, default=S,
+                   help="random seed of the whole run (default 0); not --seed-entities")
     s.add_argument("--propagation-weight", type=float, default=S, help="one-hop propagation weight w (default 1)")
     s.add_argument("--convergence-window", type=int, default=S, help="rounds in the convergence window (default 5)")
     s.add_argument("--convergence-tolerance", type=float, default=S, help="convergence tolerance (default 0.01)")
