@@ -25,7 +25,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import numpy as np
 
@@ -41,6 +41,10 @@ from kgprobe.errors import InputError, StoreError
 from kgprobe.kg.graph import KnowledgeGraph
 from kgprobe.models.base import LanguageModel
 from kgprobe.store import RunStore, kg_fingerprint
+
+if TYPE_CHECKING:
+    from kgprobe.kg.parameterized import ParameterizedKG
+    from kgprobe.metrics import AccuracyEstimate, KnowledgeMetrics
 
 #: File suffix of run stores created in a directory.
 RUN_SUFFIX = ".kgrun"
@@ -173,7 +177,7 @@ class Run:
     committed round.
     """
 
-    def __init__(self, store: RunStore, engine: Engine | None = None):
+    def __init__(self, store: RunStore, engine: Engine | None = None) -> None:
         self.store = store
         self.engine = engine
         self._pkg = None
@@ -292,10 +296,10 @@ class Run:
     def close(self) -> None:
         self.store.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Run":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- results -------------------------------------------------------------------------
@@ -309,7 +313,7 @@ class Run:
         return h[-1]["queries_spent"] if h else 0
 
     @property
-    def pkg(self):
+    def pkg(self) -> "ParameterizedKG":
         """The parameterized KG after the last committed round."""
         if self.engine is not None:
             return self.engine.pkg
@@ -332,7 +336,7 @@ class Run:
         return np.asarray(self.pkg.failures)
 
     @property
-    def metrics(self):
+    def metrics(self) -> "KnowledgeMetrics":
         """Win / zero-sense / all-sense rates over every probed edge (``KnowledgeMetrics``)."""
         from kgprobe.metrics import knowledge_metrics
 
@@ -401,7 +405,7 @@ class Run:
             )
         return out
 
-    def accuracy_estimate(self, confidence: float = 0.95, *, up_to_round: int | None = None):
+    def accuracy_estimate(self, confidence: float = 0.95, *, up_to_round: int | None = None) -> "AccuracyEstimate":
         """Unbiased KG-level accuracy (share of active edges the model answers right), with a CI.
 
         Thompson sampling over-samples weak edges, so the probed set is biased; this

@@ -23,6 +23,9 @@ from typing import Any, Mapping
 
 from kgprobe.errors import InputError
 
+if typing.TYPE_CHECKING:
+    from kgprobe.engine import EngineConfig
+
 #: Settings of a run when neither a config file, the command line nor the API sets them.
 #: The budget is chosen so that the default run (embedded countries KG, default model,
 #: ZP-LKE) finishes in a few minutes on 2 CPU cores; see the README.
@@ -248,7 +251,7 @@ def resolve_run_settings(
     return settings
 
 
-def engine_config(settings: Mapping[str, Any]):
+def engine_config(settings: Mapping[str, Any]) -> "EngineConfig":
     """The :class:`~kgprobe.engine.EngineConfig` of resolved settings."""
     from kgprobe.engine import EngineConfig
 
