@@ -66,6 +66,11 @@ def handle(args: argparse.Namespace) -> int:
             print(text)
         return 0
     out = Console(highlight=False)
+    old = [i + 1 for i, p in enumerate(protocols) if p.get("reconstructed")]
+    if old:
+        out.print(f"note: run(s) {', '.join(f'[{i}]' for i in old)} predate recorded protocols; theirs were "
+                  "rebuilt from their settings with today's probe defaults, which those runs may not have used",
+                  markup=False)
     if differences:
         out.print("[bold red]WARNING: these runs measured different things (--allow-different); "
                   "differences below reflect the protocols as much as the models:[/]")
