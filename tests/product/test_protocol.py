@@ -167,3 +167,28 @@ def test_default_store_and_report(tmp_path, countries, sim_model, monkeypatch):
 
 def test_public_names():
     assert {"probe", "resume", "open_run", "Run"} <= set(dir(kgprobe))
+
+
+class _Loaded:
+    """What describe_model reads from a loaded backend: identity, name, dtype, device."""
+
+    def __init__(self, identity, name, dtype=None, device=None):
+        self.identity, self.name, self.dtype, self.device = identity, name, dtype, device
+
+
+def test_model_description_says_what_the_weights_are():
+    from kgprobe.protocol import describe_model
+
+    default = _Loaded("transformers:smollm2-135m-instruct@b179c9523d0e6a0f|dtype=float32|bos=0",
+                      "smollm2-135m-instruct@b179c9523d0e6a0f", "torch.float32", "cpu")
+    for spec in ("default", "smollm2-135m-instruct", ""):  # by spec, or by the identity of a model object
+        d = describe_model(default, spec)
+        assert (d["label"], d["weights_format"], d["quantization"], d["dtype"], d["device"], d["backend"]) == (
+            "SmolLM2-135M-Instruct (GGUF Q4_1, dequantized)", "GGUF Q4_1, dequantized to float32",
+            "Q4_1 (dequantized)", "float32", "cpu", "transformers")
+    hub = describe_model(_Loaded("transformers:HuggingFaceTB/SmolLM2-135M|dtype=bfloat16|bos=0",
+                                 "HuggingFaceTB/SmolLM2-135M", "torch.bfloat16", "cuda:0"), "HuggingFaceTB/SmolLM2-135M")
+    assert (hub["label"], hub["quantization"], hub["dtype"], hub["device"]) == (
+        "HuggingFaceTB/SmolLM2-135M", None, "bfloat16", "cuda:0")
+    api = describe_model(_Loaded("openai:smollm2@http://h:8000/v1|bos=server", "smollm2"), "openai:smollm2@http://h:8000/v1")
+    assert (api["backend"], api["device"], api["weights_format"]) == ("openai", "server", "served (unknown to the client)")
