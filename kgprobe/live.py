@@ -259,8 +259,14 @@ class LiveView:
         s = self.last
         if s is None:
             return []
-        items = [(self._predicate_label(pid), m) for pid, m in s.by_predicate.items() if m.probed_edges >= min_edges]
+        # A predicate whose every probed edge is won is not weak, however it ranks.
+        items = [(self._predicate_label(pid), m) for pid, m in s.by_predicate.items()
+                 if m.probed_edges >= min_edges and m.win_rate < 1.0]
         return weakest_first(items)[:k]
+
+    def weakest_entities(self) -> list[tuple[str, Any]]:
+        """The engine's weakest subjects, without those that were never wrong (0 % zero-sense)."""
+        return [(eid, m) for eid, m in (self.last.weakest_entities if self.last else []) if m.zero_sense_rate > 0]
 
     def _predicate_label(self, pid: str) -> str:
         p = self.kg.predicates.get(pid)
@@ -393,7 +399,7 @@ class LiveView:
         ents.add_column("entity", overflow="ellipsis", no_wrap=True, max_width=name_width)
         ents.add_column("zero-sense", justify="right", no_wrap=True)
         ents.add_column("edges", justify="right", no_wrap=True, min_width=5)
-        for eid, m in (self.last.weakest_entities if self.last else []):
+        for eid, m in self.weakest_entities():
             ents.add_row(self._entity_label(eid), f"{m.zero_sense_rate:.0%}", str(m.probed_edges))
         grid = Table.grid(padding=(0, 2))
         grid.add_column()

@@ -99,6 +99,19 @@ def test_header_drops_the_weights_hash_only_when_narrow(countries):
         assert console.export_text().splitlines()[1].strip("│ ") == shown + rest
 
 
+def test_weakest_lists_leave_out_what_is_not_weak(countries):
+    from kgprobe.metrics import KnowledgeMetrics as KM
+
+    view = LiveView(countries, mode="plain", console=Console(file=io.StringIO()))
+    s = summary(1, 0.5, 0.4, 0.5, 32)
+    s = RoundSummary(**{**s.__dict__,
+                        "by_predicate": {"P36": KM(1.0, 0.0, 1.0, 4), "P47": KM(0.75, 0.25, 0.75, 4)},
+                        "weakest_entities": [("Q142", KM(0.5, 0.5, 0.5, 2)), ("Q974", KM(1.0, 0.0, 1.0, 4))]})
+    view(RoundFinished(s))
+    assert [label for label, _ in view.weakest_predicates()] == ["shares border with"]  # capital: 4 of 4 won
+    assert [eid for eid, _ in view.weakest_entities()] == ["Q142"]  # Q974 was never wrong
+
+
 def test_convergence_text_uses_the_monitors_spread(countries):
     view = LiveView(countries, mode="plain", console=Console(file=io.StringIO()))
     feed(view, countries)  # window 2; win 0.50, 0.52, 0.55 -> spread 0.05 (zero-sense 0.05, all-sense 0.05)
