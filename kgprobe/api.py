@@ -40,6 +40,7 @@ from kgprobe.engine import (
 from kgprobe.errors import InputError, StoreError
 from kgprobe.kg.graph import KnowledgeGraph
 from kgprobe.models.base import LanguageModel
+from kgprobe.settings import RUN_DEFAULTS
 from kgprobe.store import RunStore, kg_fingerprint
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ RUN_SUFFIX = ".kgrun"
 MEMORY = ":memory:"
 #: Share of each batch drawn uniformly for the unbiased estimate; the one value lives in
 #: :data:`kgprobe.settings.RUN_DEFAULTS`.
-DEFAULT_AUDIT_FRACTION = 0.125
+DEFAULT_AUDIT_FRACTION = RUN_DEFAULTS["audit_fraction"]
 
 
 def with_audit_fraction(sampler: str, options: dict | None, fraction: float | None) -> dict:
