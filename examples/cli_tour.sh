@@ -15,9 +15,14 @@ first=$(ls -t "$OUT"/*.kgrun | head -1)
 $KGPROBE run --method yes-no-logprob --budget "$BUDGET" --batch-size "$BATCH" --out "$OUT" --plain --no-report
 second=$(ls -t "$OUT"/*.kgrun | head -1)
 
-# 3. A report (Markdown + self-contained HTML with plots) and its JSON form.
+# 3. A report (Markdown + self-contained HTML with plots) and its JSON form, which starts
+#    with the run's protocol: what exactly was measured.
 $KGPROBE report "$first"
 $KGPROBE report "$first" --json > "$OUT/first.json"
 
-# 4. Side by side, with the subsumption rate η.
-$KGPROBE compare "$first" "$second"
+# 4. Every probe of the first run as one JSON line (prompt, options, response, verdict, scores).
+$KGPROBE export "$first" --samples "$OUT/first-samples.jsonl"
+
+# 5. Side by side, with the subsumption rate η. compare refuses runs whose protocols differ
+#    (here the method does, on purpose); --allow-different compares them under a warning.
+$KGPROBE compare "$first" "$second" --allow-different

@@ -42,6 +42,10 @@ def test_cli_tour(tmp_path):
     env = dict(ENV, BUDGET="16", BATCH="16", OUT="tour", KGPROBE=f"{sys.executable} -m kgprobe.cli")
     out = run(["bash", str(REPO / "examples" / "cli_tour.sh")], tmp_path, env=env)
     assert out.count("run: ") == 2 and "wrote " in out and "subsumption η" in out
+    assert "WARNING: these runs measured different things" in out
     data = json.loads((tmp_path / "tour" / "first.json").read_text())
     assert data["queries_spent"] == 16 and data["config"]["method"] == "zp-lke"
+    assert data["protocol"]["probe_options"]["num_distractors"] == 19
+    samples = (tmp_path / "tour" / "first-samples.jsonl").read_text().splitlines()
+    assert len(samples) == 1 + 16  # the header, then one line per probe
     assert len(list((tmp_path / "tour").glob("*.html"))) == 1
