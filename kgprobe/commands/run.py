@@ -322,7 +322,7 @@ def print_outcome(run, *, quiet: bool = False) -> None:
 
     weak = weakest_first(run.by_predicate.items())[:5]
     if weak:
-        w = Table(title="weakest predicates (lowest win rate; ties: more probed first)", title_justify="left")
+        w = Table(title="weakest predicates (lowest win rate)", title_justify="left")
         w.add_column("predicate")
         w.add_column("win", justify="right")
         w.add_column("zero-sense", justify="right")
