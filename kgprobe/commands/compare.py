@@ -76,6 +76,7 @@ def handle(args: argparse.Namespace) -> int:
                   "differences below reflect the protocols as much as the models:[/]")
         for i, j, d in differences:
             out.print(f"  [{i + 1}] vs [{j + 1}] {d}", markup=False)
+    _print_context(out, cmp.names, protocols)
     t = Table(title="rates over each run's probed edges", title_justify="left")
     t.add_column("run")
     for col in ("probed", "win", "zero-sense", "all-sense", "KG accuracy (unbiased)"):
@@ -129,3 +130,28 @@ def check_protocols(runs, refs, *, allow_different: bool = False) -> list:
             "anyway (the output then carries a warning)"
         )
     return found
+
+
+def _print_context(out, names, protocols) -> None:
+    """The protocol fields that may differ between comparable runs (model, dtype, seed …),
+    one column per run, only those that do differ."""
+    import json
+
+    from rich.table import Table
+
+    from kgprobe.protocol import CONTEXT_FIELDS, _get
+
+    rows = []
+    for field in CONTEXT_FIELDS:
+        values = [_get(p, field) for p in protocols]
+        if len({json.dumps(v, sort_keys=True, default=str) for v in values}) > 1:
+            rows.append((field, values))
+    if not rows:
+        return
+    t = Table(title="what differs between the runs besides the measurement protocol", title_justify="left")
+    t.add_column("field")
+    for i, _ in enumerate(names):
+        t.add_column(f"[{i + 1}]")
+    for field, values in rows:
+        t.add_row(field, *["–" if v is None else str(v) for v in values])
+    out.print(t)
