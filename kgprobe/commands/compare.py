@@ -148,7 +148,8 @@ def _print_context(out, names, protocols) -> None:
             rows.append((field, values))
     if not rows:
         return
-    t = Table(title="what differs between the runs besides the measurement protocol", title_justify="left")
+    out.print("what differs between the runs besides the measurement protocol:", markup=False)
+    t = Table()
     t.add_column("field")
     for i, _ in enumerate(names):
         t.add_column(f"[{i + 1}]")

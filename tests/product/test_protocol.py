@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -106,7 +107,13 @@ def test_protocol_is_stored_and_compare_refuses_different_option_counts(tmp_path
     assert main(["compare", str(tmp_path / "a.kgrun"), str(tmp_path / "b.kgrun"), "--allow-different"]) == 0
     assert "WARNING: these runs measured different things" in capsys.readouterr().out
     assert main(["compare", str(tmp_path / "a.kgrun"), str(tmp_path / "c.kgrun"), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["protocol_differences"] == []
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["protocol_differences"] == [] and [p["seed"] for p in payload["protocols"]] == [5, 6]
+    # Comparable runs: no banner, and the seed is listed as what differs besides the protocol.
+    assert main(["compare", str(tmp_path / "a.kgrun"), str(tmp_path / "c.kgrun")]) == 0
+    text = capsys.readouterr().out
+    assert "WARNING" not in text and "what differs between the runs besides the measurement protocol:" in text
+    assert re.search(r"seed\s*│\s*5\s*│\s*6", text)
 
 
 def test_report_json_output_and_export(tmp_path, countries, sim_model, capsys):
