@@ -26,15 +26,17 @@ def register(subparsers) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from kgprobe.api import find_run, resume
-    from kgprobe.commands.run import load_model_setting, play, prepare_process_for_models
+    from kgprobe.commands.run import _short_warnings, load_model_setting, play, prepare_process_for_models
     from kgprobe.store import RunStore
 
     import json
 
     prepare_process_for_models()
+    _short_warnings()
     path = find_run(args.run)
     spec = args.model
-    with RunStore.open(path) as ro:
+    # Not verified here: resume() verifies and may drop a damaged last round.
+    with RunStore.open(path, verify=False) as ro:
         options = json.loads(ro.meta("model_options") or "{}")
         if spec is None:
             spec = ro.model_spec or None
