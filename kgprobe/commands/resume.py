@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from kgprobe.commands.run import add_round_timeout_option
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("resume", help="continue a stopped, interrupted or killed run", description=__doc__,
@@ -18,6 +20,7 @@ def register(subparsers) -> None:
     p.add_argument("--budget", type=int, help="raise the run's query budget (extends a finished run)")
     p.add_argument("--max-rounds", type=int, help="raise the run's round limit")
     p.add_argument("--cache", metavar="FILE", help="SQLite response cache shared across runs")
+    add_round_timeout_option(p)
     p.add_argument("--no-report", dest="report", action="store_false", help="do not write the report at the end")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--plain", action="store_true", help="line-by-line progress even on a terminal")
@@ -40,6 +43,9 @@ def handle(args: argparse.Namespace) -> int:
         options = json.loads(ro.meta("model_options") or "{}")
         if spec is None:
             spec = ro.model_spec or None
+    from kgprobe.commands.run import with_round_timeout
+
+    options = with_round_timeout(options, args.round_timeout)
     model = load_model_setting(spec, args.cache, options) if spec else None
     run = resume(path, model, budget=args.budget, max_rounds=args.max_rounds, lazy=True)
     return play(run.engine, run.store, {"quiet": args.quiet, "plain": args.plain, "report": args.report})

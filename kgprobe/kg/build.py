@@ -114,6 +114,22 @@ _ID_RE = re.compile(r"^(Q\d+|geonames:\d+|kgprobe:\S+|<[^<>\s]+>)$")
 
 class _Builder:
     def __init__(self, source: SelectSource, options: BuildOptions):
+        from kgprobe.sources.validate import check_language_tag
+
+        # Every value that reaches a query is checked here, before the first query.
+        check_language_tag(options.lang, "--lang")
+        for name in ("hops", "per_hop_limit", "seed", "min_sitelinks", "min_languages", "max_objects_per_pair",
+                     "candidate_limit", "chunk_size"):
+            value = getattr(options, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InputError(f"build option {name} must be an integer, not {value!r}")
+        if options.chunk_size < 1:
+            raise InputError(f"build option chunk_size must be at least 1 (got {options.chunk_size})")
+        for p in sorted(options.excluded_predicates) + sorted(options.dead_predicates):
+            try:
+                predicate_iri(p)
+            except ValueError as exc:
+                raise InputError(f"predicate {p!r}: {exc}") from None
         self.src = source
         self.o = options
         self.salt = f"kgprobe-{options.seed}"
