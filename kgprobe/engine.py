@@ -550,8 +550,11 @@ class Engine:
 def _replay_window_hook(round_: int) -> None:
     """Test hook (see :data:`kgprobe.store.REPLAY_WINDOW_ENV`): pause between a round's
     logged responses and its commit, announced on stderr, so a kill can land there."""
-    pause = os.environ.get(REPLAY_WINDOW_ENV)
+    pause = os.environ.get(REPLAY_WINDOW_ENV)  # "SECONDS" (every round) or "SECONDS@ROUND"
     if pause:
+        pause, _, only = pause.partition("@")
+        if only and int(only) != round_:
+            return
         print(f"kgprobe: test hook: round {round_} answered and logged, not committed", file=sys.stderr, flush=True)
         time.sleep(float(pause))
 

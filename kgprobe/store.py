@@ -101,9 +101,9 @@ CREATE TABLE IF NOT EXISTS partial_responses (
 
 #: The value of meta ``integrity`` in files that carry checksums (see ``checks``).
 INTEGRITY_SCHEME = "sha256-rows-v1"
-#: Test hook: with this environment variable set, the engine's process waits this many
-#: seconds between logging a round's responses and committing the round, so that a
-#: kill in that window (the replay window) can be aimed at.
+#: Test hook: with this environment variable set to ``SECONDS`` (or ``SECONDS@ROUND``),
+#: the engine announces on stderr and waits between logging a round's responses and
+#: committing the round, so that a kill in that window (the replay window) can be aimed at.
 REPLAY_WINDOW_ENV = "KGPROBE_TEST_PAUSE_BEFORE_COMMIT"
 
 
