@@ -554,7 +554,7 @@ def _write_hostile_kg(path: Path) -> None:
 def all_cases(kills: int = 10) -> list[tuple[str, CaseFn]]:
     cases = [sparql_case(m) for m in ("html", "malformed", "truncated", "wrongshape", "notjsonobject",
                                        "r429always", "s500", "hang", "reset")]
-    cases += [sparql_case("r429"), sparql_case("s503once"), sparql_case("empty")]
+    cases += [sparql_case("r429"), sparql_case("s503once"), sparql_case("empty"), sparql_case("rows")]
     cases += [sparql_case("oversized", "--max-response-mb", "1"), sparql_case("ignorelimit", expect=(0, 2, 3))]
     cases += [injection_case("lang-filter", "--seeds", "Q142", "--lang", 'en") || true || ("'),
               injection_case("lang-values", "--seeds", "Q142", "--lang", "en } } SELECT"),

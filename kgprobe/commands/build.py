@@ -57,8 +57,11 @@ def register(subparsers) -> None:
 def handle(args) -> int:
     from kgprobe.kg.build import build_kg, open_source
     from kgprobe.kg.formats import save_kg
+    from kgprobe.commands.run import _short_warnings
     from kgprobe.errors import InputError
     from kgprobe.sources.sparql import SparqlClient
+
+    _short_warnings()
 
     if args.source.startswith(("http://", "https://")):
         for name in ("max_rows", "max_mb", "max_response_mb"):

@@ -216,6 +216,10 @@ class _Builder:
         if not seeds:
             raise InputError("no seed entities given; pass QIDs (Q142) or English labels (France)")
         ids: list[str] = []
+        for s in seeds:
+            if s.strip().startswith("<") and not _ID_RE.match(s.strip()):
+                raise InputError(f"seed {s.strip()!r} looks like an IRI but is not one SPARQL can write (<...> "
+                                 "without spaces, quotes or braces)")
         by_label = [s for s in seeds if not _ID_RE.match(s.strip())]
         resolved: dict[str, str] = {}
         if by_label:
@@ -421,6 +425,11 @@ def build_kg(
     if "excluded_predicates" in options:
         options["excluded_predicates"] = frozenset(options["excluded_predicates"])
     before = src.queries_issued
-    kg = _Builder(src, BuildOptions(hops=hops, **options)).run(list(seeds))
+    try:
+        kg = _Builder(src, BuildOptions(hops=hops, **options)).run(list(seeds))
+    except (KeyError, AttributeError, TypeError) as exc:
+        # An answer of the wrong shape (a variable missing, a literal where an IRI belongs).
+        raise SourceError(f"{src.endpoint} answered a query with rows of the wrong shape ({type(exc).__name__}: "
+                          f"{str(exc)[:120]}); is it a SPARQL endpoint holding Wikidata-style data?") from None
     kg.metadata["queries"] = src.queries_issued - before
     return kg
