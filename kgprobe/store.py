@@ -502,6 +502,10 @@ class RunStore:
                 f"{rows.get('kgprobe_version', '?')}; this kgprobe ({_kgprobe_version()}) reads up to "
                 f"version {FORMAT_VERSION}. Upgrade kgprobe to read it."
             )
+        if version < 1 and not rows and "meta" in tables:
+            store.close()
+            raise DamagedFileError(f"run file {path} has no metadata: it is damaged (or its creation was cut "
+                                   "short); it cannot be read", ["empty meta table"])
         if version < 1 or "config" not in rows:
             store.close()
             raise InputError(f"{path} is not a kgprobe run file (no format version in its meta table)")
@@ -714,6 +718,12 @@ class RunStore:
                 self._put_check(f"round:{record.round}", digest)
                 self._put_check("head", f"{record.round}:{digest}")
         self._last_state = (record.round, state)
+        # Move committed rounds from the WAL into the main file now (not after 1000
+        # pages): damage to the WAL can then cost at most the uncommitted tail.
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error:
+            pass  # a busy reader: the next round's checkpoint catches up
         self.check_still_there()
 
     @_reads

@@ -412,7 +412,7 @@ def wal_flip_case(i: int) -> tuple[str, CaseFn]:
         same = b.same_as_reference(data)
         ok = (resumed.rc == 0 and same) or clean_error(resumed, (2,))
         return Outcome(f"damage:wal-{i}", ok, failed=resumed.crashed, silent_wrong=res.rc == 0 and not same,
-                       detail=f"resume rc={resumed.rc}", seconds=resumed.seconds)
+                       detail=f"resume rc={resumed.rc} {resumed.stderr.strip()[-200:]}", seconds=resumed.seconds)
     return f"damage:wal-{i}", case
 
 
