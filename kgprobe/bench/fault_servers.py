@@ -52,6 +52,9 @@ class _Server(ThreadingHTTPServer):
         self.timer.daemon = True
         self.timer.start()
 
+    def handle_error(self, request, client_address) -> None:
+        pass  # clients that give up (timeouts, kills) are part of the game, not errors
+
     @property
     def port(self) -> int:
         return self.server_address[1]
