@@ -23,6 +23,7 @@ import json
 import os
 import secrets
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
@@ -37,7 +38,7 @@ from kgprobe.engine import (
     RoundSummary,
     metrics_to_dict,
 )
-from kgprobe.errors import InputError, StoreError
+from kgprobe.errors import DamagedFileError, InputError
 from kgprobe.kg.graph import KnowledgeGraph
 from kgprobe.models.base import LanguageModel
 from kgprobe.settings import RUN_DEFAULTS
@@ -654,6 +655,19 @@ def find_run(ref: str | os.PathLike, runs_dir: str | os.PathLike = "runs") -> st
     raise InputError(f"no run file {str(ref)!r} (looked in {runs_dir}/ too); pass the path printed by `kgprobe run`")
 
 
+def _repair_or_refuse(store: RunStore) -> None:
+    """Verify a run file before resuming it; drop a damaged last round (saying so), refuse worse."""
+    result = store.verify()
+    if result.ok:
+        return
+    if not result.only_last_round:
+        store.require_intact()  # raises, naming the damage
+    summary = result.summary()
+    dropped = store.drop_last_round(result)
+    warnings.warn(f"run file {store.path}: dropped {dropped}, which was damaged ({summary}); "
+                  "it is played again", RuntimeWarning, stacklevel=3)
+
+
 def resume(
     path: str | os.PathLike,
     model: LanguageModel | str | None = None,
@@ -672,6 +686,7 @@ def resume(
     """
     store = RunStore.open(find_run(path), writable=True)
     try:
+        _repair_or_refuse(store)
         config = EngineConfig.from_dict(store.config)
         changed = False
         if budget is not None and budget != config.budget:
@@ -696,7 +711,7 @@ def resume(
             )
         kg = store.kg
         if kg_fingerprint(kg) != store.meta("kg_fingerprint"):
-            raise StoreError(f"run file {store.path} is damaged: its KG does not match its fingerprint")
+            raise DamagedFileError(f"run file {store.path} is damaged: its KG does not match its fingerprint")
         engine = Engine.from_config(kg, model_obj, config, store)
     except BaseException:
         store.close()

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sqlite3
 import sys
 
 from kgprobe.errors import KgprobeError
 
 #: Subcommand modules, in the order ``kgprobe --help`` lists them.
-COMMANDS = ("run", "resume", "report", "compare", "build", "models", "simulate", "bench", "export")
+COMMANDS = ("run", "resume", "report", "compare", "build", "models", "simulate", "bench", "export", "verify")
 
 EXIT_CODES = """exit codes:
   0  success
@@ -135,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kgprobe: interrupted", file=sys.stderr)
         return 130
+    except sqlite3.DatabaseError as exc:
+        # A safety net: the stores turn SQLite errors into clear errors themselves.
+        print(f"kgprobe: error: a run or cache file is damaged or unreadable (SQLite: {exc}); "
+              "`kgprobe verify RUN` checks a run file", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -36,13 +38,13 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from kgprobe.errors import InputError, ModelError
+from kgprobe.errors import InputError, ModelError, PartialBatchError
 from kgprobe.kg.graph import KnowledgeGraph
 from kgprobe.models.base import LanguageModel
 from kgprobe.probes.base import Probe, ProbeTask, Verdict
 from kgprobe.probes.common import unnamed_active_edges
 from kgprobe.sampling.base import Sampler
-from kgprobe.store import ProbeRecord, RoundRecord, RunStore, requests_sha
+from kgprobe.store import REPLAY_WINDOW_ENV, ProbeRecord, RoundRecord, RunStore, requests_sha
 
 #: Rounds KGLens runs (n = 64, 60 rounds); the engine's cap when neither a budget nor
 #: ``max_rounds`` is given, so a run always ends.
@@ -410,6 +412,7 @@ class Engine:
         scores, replayed_s = self._answer(r, "score", score_requests, self.model.score)
         generations, replayed_g = self._answer(r, "generate", generate_requests, self.model.generate)
         model_seconds = time.perf_counter() - tm
+        _replay_window_hook(r)
 
         verdicts: list[Verdict] = []
         si = gi = 0
@@ -490,11 +493,26 @@ class Engine:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        responses = list(call(list(requests)))
-        if len(responses) != len(requests):
+        sha = requests_sha(requests)
+        # Answers kept from an earlier attempt at this round that failed part-way.
+        kept = self.store.partial_responses(r, phase, sha)
+        todo = [i for i in range(len(requests)) if i not in kept]
+        try:
+            fresh = list(call([requests[i] for i in todo])) if todo else []
+        except PartialBatchError as exc:
+            answered = {**kept, **{todo[i]: v for i, v in exc.answered.items() if 0 <= i < len(todo)}}
+            if answered:
+                self.store.log_partial(r, phase, sha, answered)
+            raise PartialBatchError(
+                f"{exc} ({len(answered)} of {len(requests)} {phase} answers of round {r} are kept in the run "
+                "file; `kgprobe resume` asks only for the rest)", answered) from None
+        if len(fresh) != len(todo):
             raise ModelError(
-                f"model {self.model.name!r} returned {len(responses)} {phase} results for {len(requests)} requests"
+                f"model {self.model.name!r} returned {len(fresh)} {phase} results for {len(todo)} requests"
             )
+        answers = dict(kept)
+        answers.update(zip(todo, fresh))
+        responses = [answers[i] for i in range(len(requests))]
         self.store.log_responses(r, phase, requests, responses)
         return responses, False
 
@@ -527,6 +545,18 @@ class Engine:
             out.append((self.kg.entity_id(int(s)), m))
         out.sort(key=lambda x: (-x[1].zero_sense_rate, -x[1].probed_edges, x[0]))
         return out[:k]
+
+
+def _replay_window_hook(round_: int) -> None:
+    """Test hook (see :data:`kgprobe.store.REPLAY_WINDOW_ENV`): pause between a round's
+    logged responses and its commit, announced on stderr, so a kill can land there."""
+    pause = os.environ.get(REPLAY_WINDOW_ENV)  # "SECONDS" (every round) or "SECONDS@ROUND"
+    if pause:
+        pause, _, only = pause.partition("@")
+        if only and int(only) != round_:
+            return
+        print(f"kgprobe: test hook: round {round_} answered and logged, not committed", file=sys.stderr, flush=True)
+        time.sleep(float(pause))
 
 
 def _encode_state(state: dict) -> dict:

@@ -39,3 +39,25 @@ class StoreError(KgprobeError):
     """The run store cannot be read or written (exit 5)."""
 
     exit_code = 5
+
+
+class DamagedFileError(InputError):
+    """A run or cache file whose content fails its checksums or cannot be decoded (exit 2).
+
+    Raised instead of reading on: a damaged file never yields numbers. ``problems`` lists
+    what is damaged, one line each.
+    """
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.problems = list(problems or [])
+
+
+class PartialBatchError(ModelError):
+    """A batch failed part-way: some requests were answered, at least one failed for good
+    (or the round's deadline passed). ``answered`` maps request index -> result, so the
+    caller can keep what was paid for (the run store and the response cache do)."""
+
+    def __init__(self, message: str, answered: dict | None = None):
+        super().__init__(message)
+        self.answered = dict(answered or {})

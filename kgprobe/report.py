@@ -28,6 +28,7 @@ import base64
 import json
 import time
 import os
+import re
 from dataclasses import asdict
 from pathlib import Path
 
@@ -304,13 +305,27 @@ def _tail(text: str, limit: int = 140) -> str:
     return text if len(text) <= limit else "…" + text[-(limit - 1):]
 
 
+def _md_escape(text) -> str:
+    """Text from a KG or a model, made inert in Markdown: HTML tags become entities (many
+    Markdown viewers render raw HTML, ``<script>`` included) and Markdown punctuation is
+    backslash-escaped, so a label can neither inject markup nor break a table row."""
+    text = html.escape(" ".join(str(text).split()), quote=False)
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+#: Markdown punctuation that can start markup inside a line or a table cell (with the
+#: brackets escaped no link or image can form, so parentheses stay as they are).
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
 def _md_cell(text: str, limit: int = 160) -> str:
-    text = str(text).replace("\n", " ").replace("|", "\\|")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    text = " ".join(str(text).split())
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return _md_escape(text)
 
 
 def render_markdown(data: dict, plot_files: dict[str, str]) -> str:
-    out = [f"# kgprobe report: {data['model']} on {data['kg']['name']}", ""]
+    out = [f"# kgprobe report: {_md_escape(data['model'])} on {_md_escape(data['kg']['name'])}", ""]
     caps = captions(data)
     for _, title, header, rows, plot in _sections(data):
         out += [f"## {title}", ""]
@@ -323,7 +338,7 @@ def render_markdown(data: dict, plot_files: dict[str, str]) -> str:
         out.append("")
         if plot and plot in plot_files:
             out += [f"![{caps[plot]}]({plot_files[plot]})", "", f"*{caps[plot]}*", ""]
-    out.append(f"Run file: `{data['run']}`")
+    out.append(f"Run file: {_md_escape(data['run'])}")
     return "\n".join(out) + "\n"
 
 

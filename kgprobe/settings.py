@@ -57,6 +57,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     "report": True,
     "quiet": False,
     "plain": False,
+    "round_timeout": None,
 }
 
 #: Project defaults of probe options that differ from the probe class's own defaults.
@@ -201,14 +202,10 @@ def merge_options(kind: str, name: str, given: Mapping[str, Any] | None, *, sour
 
 
 def _check_with_schema(mapping: Mapping[str, Any], source: str) -> None:
-    """Value types and ranges of run settings (issue 15's ``config_schema``), when present."""
-    try:
-        from kgprobe import config_schema  # type: ignore[attr-defined]
-    except ImportError:
-        return
-    check = getattr(config_schema, "check_settings", None)
-    if check is not None:
-        check(dict(mapping), source)
+    """Value types and ranges of run settings: the one schema in :mod:`kgprobe.config_schema`."""
+    from kgprobe.config_schema import check_settings
+
+    check_settings(dict(mapping), source, known=RUN_DEFAULTS)
 
 
 def resolve_run_settings(

@@ -26,6 +26,18 @@ What a run file holds (format version :data:`FORMAT_VERSION`):
     side sample feeding the unbiased estimate), correctness, the question and the
     model's answer, method-specific detail (JSON).
 
+``checks``
+    integrity (files written since kgprobe added it; meta ``integrity`` names the scheme):
+    one SHA-256 per record, computed over the whole stored row as SQLite returns it
+    (``SELECT *``, every column in table order), so a column added later is covered
+    without extra work. ``round:N`` chains round N's row and its probe rows to round
+    N-1's digest; ``head`` holds the last round and its digest, so a deleted last round
+    is noticed too; ``responses:N:PHASE``, ``kg`` and ``meta:KEY`` cover the other
+    records. :meth:`RunStore.verify` recomputes them all; opening a file for a report or
+    a resume refuses a damaged one with a :class:`~kgprobe.errors.DamagedFileError`
+    (exit 2). A file without ``checks`` (an older kgprobe) is still read: its records are
+    decoded and range-checked, and ``kgprobe verify`` says it carries no checksums.
+
 Crash safety: the file is in WAL mode and every write is one transaction, so a process
 killed at any moment (SIGKILL included) leaves the file at the last committed
 transaction. Two runs never share a file; a writer holds an exclusive ``flock`` on its
@@ -50,7 +62,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from kgprobe.errors import InputError, StoreError
+from kgprobe.errors import DamagedFileError, InputError, KgprobeError, StoreError
 from kgprobe.kg.graph import Entity, KnowledgeGraph, Predicate, Triple
 from kgprobe.models.base import GenerateRequest, ScoreRequest, ScoreResult
 
@@ -76,7 +88,23 @@ CREATE TABLE IF NOT EXISTS probes (
     audit INTEGER NOT NULL, correct INTEGER NOT NULL, question TEXT NOT NULL,
     answer TEXT NOT NULL, detail TEXT NOT NULL, PRIMARY KEY (round, pos));
 CREATE INDEX IF NOT EXISTS probes_edge ON probes (edge);
+CREATE TABLE IF NOT EXISTS checks (name TEXT PRIMARY KEY, sha TEXT NOT NULL);
 """
+
+#: Answers kept from a round whose batch failed part-way (created on first use, so that
+#: files without it stay readable by older kgprobe versions).
+_PARTIAL_SCHEMA = """
+CREATE TABLE IF NOT EXISTS partial_responses (
+    round INTEGER NOT NULL, phase TEXT NOT NULL, request_sha TEXT NOT NULL,
+    data BLOB NOT NULL, PRIMARY KEY (round, phase));
+"""
+
+#: The value of meta ``integrity`` in files that carry checksums (see ``checks``).
+INTEGRITY_SCHEME = "sha256-rows-v1"
+#: Test hook: with this environment variable set to ``SECONDS`` (or ``SECONDS@ROUND``),
+#: the engine announces on stderr and waits between logging a round's responses and
+#: committing the round, so that a kill in that window (the replay window) can be aimed at.
+REPLAY_WINDOW_ENV = "KGPROBE_TEST_PAUSE_BEFORE_COMMIT"
 
 
 # -- serialization helpers ---------------------------------------------------------------
@@ -204,6 +232,101 @@ def _apply_delta(prev: dict[str, np.ndarray], delta: dict[str, np.ndarray]) -> d
     return state
 
 
+def _digest_rows(h, rows) -> None:
+    """Feed SQLite rows into ``h`` unambiguously (type tag, length, value per column)."""
+    for row in rows:
+        for v in row:
+            if v is None:
+                h.update(b"N;")
+            elif isinstance(v, int):
+                h.update(b"I%d;" % v)
+            elif isinstance(v, float):
+                h.update(b"F" + v.hex().encode() + b";")
+            elif isinstance(v, str):
+                b = v.encode("utf-8", "surrogatepass")
+                h.update(b"S%d:" % len(b) + b)
+            else:
+                b = bytes(v)
+                h.update(b"B%d:" % len(b) + b)
+        h.update(b"|")
+
+
+def _meta_digest(key: str, value: str) -> str:
+    h = hashlib.sha256(b"meta")
+    _digest_rows(h, [(key, value)])
+    return h.hexdigest()
+
+
+@dataclass
+class Problem:
+    """One damaged record found by :meth:`RunStore.verify`."""
+
+    where: str  # "file", "meta", "kg", "round", "responses"
+    round: int | None
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass
+class Verification:
+    """What :meth:`RunStore.verify` found."""
+
+    path: str
+    checked: bool  # the file carries checksums (False: written by an older kgprobe)
+    rounds: int
+    records: int  # records whose checksum (or, without checksums, decoding) was verified
+    problems: list[Problem]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def only_last_round(self) -> bool:
+        """Every problem lies in the last committed round or in responses after it."""
+        if not self.problems:
+            return False
+        return all(p.where in ("round", "responses", "head") and p.round is not None and p.round >= self.rounds
+                   for p in self.problems)
+
+    def summary(self) -> str:
+        if self.problems:
+            head = "; ".join(str(p) for p in self.problems[:5])
+            more = f" (and {len(self.problems) - 5} more)" if len(self.problems) > 5 else ""
+            return head + more
+        if not self.checked:
+            return (f"no checksums: written by an older kgprobe; {self.records} records decode and "
+                    f"{self.rounds} rounds are consistent, but changed values cannot be detected")
+        return f"ok: {self.records} records match their checksums ({self.rounds} rounds)"
+
+
+def _reads(method):
+    """Decoding or SQLite failures while reading become a clear error, never a traceback."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except KgprobeError:
+            raise
+        except sqlite3.OperationalError as exc:
+            if "malformed" in str(exc) or "not a database" in str(exc):
+                raise DamagedFileError(f"run file {self.path} is damaged: SQLite says {exc}",
+                                       [str(exc)]) from None
+            raise StoreError(f"cannot read the run store {self.path}: {exc}") from None
+        except Exception as exc:  # zlib.error, JSON, npz, sqlite3.DatabaseError: the bytes are wrong
+            raise DamagedFileError(
+                f"run file {self.path} is damaged: reading {method.__name__} failed ({type(exc).__name__}: "
+                f"{str(exc)[:160]}); `kgprobe verify {self.path}` lists the damage",
+                [str(exc)],
+            ) from None
+
+    return wrapper
+
+
 # -- records --------------------------------------------------------------------------
 @dataclass
 class ProbeRecord:
@@ -264,6 +387,12 @@ class RunStore:
         self.writable = writable
         self._kg: KnowledgeGraph | None = None
         self._last_state: tuple[int, dict[str, np.ndarray]] | None = None
+        #: Whether this file carries checksums (every file created by this kgprobe does).
+        self.checked = True
+        self._inode: tuple[int, int] | None = None
+        if lock_fd is not None:
+            st = os.fstat(lock_fd)
+            self._inode = (st.st_dev, st.st_ino)
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
@@ -310,11 +439,15 @@ class RunStore:
                     "kg_fingerprint": kg_fingerprint(kg),
                     "status": "running",
                     "stop_reason": "",
+                    "integrity": INTEGRITY_SCHEME,
                 }
                 conn.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
+                conn.executemany("INSERT INTO checks VALUES (?, ?)",
+                                 [(f"meta:{k}", _meta_digest(k, v)) for k, v in meta.items()])
                 conn.execute(
                     "INSERT INTO kg VALUES (0, ?)", (zlib.compress(_json(kg_to_dict(kg)).encode(), 6),)
                 )
+                store._put_check("kg", store._kg_digest())
         except sqlite3.Error as exc:
             store.close()
             raise StoreError(f"cannot write the run store {path}: {exc}") from None
@@ -322,8 +455,13 @@ class RunStore:
         return store
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, writable: bool = False) -> "RunStore":
-        """Open an existing run file; ``writable=True`` takes the run's exclusive lock."""
+    def open(cls, path: str | os.PathLike, *, writable: bool = False, verify: bool | None = None) -> "RunStore":
+        """Open an existing run file; ``writable=True`` takes the run's exclusive lock.
+
+        ``verify`` (default: for read-only opens) checks every record first and raises a
+        :class:`~kgprobe.errors.DamagedFileError` naming the damage; a writer (resume)
+        calls :meth:`verify` itself, to be able to drop a damaged last round.
+        """
         path = str(path)
         if not os.path.isfile(path):
             raise InputError(f"run file {path} does not exist; pass the path printed by `kgprobe run`")
@@ -336,13 +474,27 @@ class RunStore:
             _lock(lock_fd, path)
         try:
             conn = _connect(path, readonly=not writable)
-            rows = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        except sqlite3.DatabaseError:
+        except StoreError:
             if lock_fd is not None:
                 os.close(lock_fd)
+            raise
+        try:
+            rows = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if lock_fd is not None:
+                os.close(lock_fd)
+            if "malformed" in str(exc) or "disk image" in str(exc):
+                raise DamagedFileError(f"run file {path} is damaged: SQLite says {exc}; it cannot be read",
+                                       [str(exc)]) from None
             raise InputError(f"{path} is not a kgprobe run file (not a SQLite database with a meta table)") from None
         store = cls(conn, path, lock_fd, writable)
-        version = int(rows.get("format_version", "0") or 0)
+        store.checked = "integrity" in rows or "checks" in tables
+        try:
+            version = int(rows.get("format_version", "0") or 0)
+        except ValueError:
+            version = -1
         if version > FORMAT_VERSION:
             store.close()
             raise InputError(
@@ -350,9 +502,21 @@ class RunStore:
                 f"{rows.get('kgprobe_version', '?')}; this kgprobe ({_kgprobe_version()}) reads up to "
                 f"version {FORMAT_VERSION}. Upgrade kgprobe to read it."
             )
+        if version < 1 and not rows and "meta" in tables:
+            store.close()
+            raise DamagedFileError(f"run file {path} has no metadata: it is damaged (or its creation was cut "
+                                   "short); it cannot be read", ["empty meta table"])
         if version < 1 or "config" not in rows:
             store.close()
             raise InputError(f"{path} is not a kgprobe run file (no format version in its meta table)")
+        if verify is None:
+            verify = not writable
+        if verify:
+            try:
+                store.require_intact()
+            except BaseException:
+                store.close()
+                raise
         return store
 
     def close(self) -> None:
@@ -371,12 +535,15 @@ class RunStore:
         self.close()
 
     # -- metadata ----------------------------------------------------------------------
+    @_reads
     def meta(self, key: str, default: str = "") -> str:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else default
 
     def set_meta(self, key: str, value: str) -> None:
-        self._write("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+        with self._transaction():
+            self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+            self._put_check(f"meta:{key}", _meta_digest(key, value))
 
     @property
     def config(self) -> dict:
@@ -407,8 +574,11 @@ class RunStore:
         with self._transaction():
             self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('status', ?)", (status,))
             self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('stop_reason', ?)", (stop_reason,))
+            self._put_check("meta:status", _meta_digest("status", status))
+            self._put_check("meta:stop_reason", _meta_digest("stop_reason", stop_reason))
 
     @property
+    @_reads
     def kg(self) -> KnowledgeGraph:
         if self._kg is None:
             (blob,) = self._conn.execute("SELECT data FROM kg WHERE id = 0").fetchone()
@@ -429,11 +599,15 @@ class RunStore:
             "responses": [_response_to_json(r) for r in responses],
         }
         blob = zlib.compress(_json(payload).encode(), 6)
-        self._write(
-            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
-            (round_, phase, requests_sha(requests), len(requests), blob),
-        )
+        with self._transaction():
+            self._conn.execute(
+                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
+                (round_, phase, requests_sha(requests), len(requests), blob),
+            )
+            self._put_check(f"responses:{round_}:{phase}", self._responses_digest(round_, phase))
+        self.check_still_there()
 
+    @_reads
     def logged_responses(self, round_: int, phase: str) -> tuple[str, list] | None:
         """``(request_sha, responses)`` logged for a round and phase, or None."""
         row = self._conn.execute(
@@ -444,6 +618,7 @@ class RunStore:
         payload = json.loads(zlib.decompress(row[1]))
         return row[0], [_response_from_json(r) for r in payload["responses"]]
 
+    @_reads
     def logged_requests(self, round_: int, phase: str) -> tuple[list[dict], list] | None:
         """The raw JSON requests and decoded responses of a round, for audits and reports."""
         row = self._conn.execute(
@@ -454,6 +629,42 @@ class RunStore:
         payload = json.loads(zlib.decompress(row[0]))
         return payload["requests"], [_response_from_json(r) for r in payload["responses"]]
 
+    def log_partial(self, round_: int, phase: str, request_sha: str, answered: dict[int, ScoreResult | str]) -> None:
+        """Keep the answered requests of a phase whose batch failed, for the resume."""
+        blob = zlib.compress(_json({str(i): _response_to_json(v) for i, v in answered.items()}).encode(), 6)
+        with self._transaction():
+            self._conn.execute(_PARTIAL_SCHEMA)
+            self._conn.execute("INSERT OR REPLACE INTO partial_responses VALUES (?, ?, ?, ?)",
+                               (round_, phase, request_sha, blob))
+            self._put_check(f"partial:{round_}:{phase}", self._partial_digest(round_, phase))
+        self.check_still_there()
+
+    def _partial_digest(self, round_: int, phase: str) -> str:
+        h = hashlib.sha256(b"partial")
+        _digest_rows(h, self._conn.execute("SELECT * FROM partial_responses WHERE round = ? AND phase = ?",
+                                           (round_, phase)))
+        return h.hexdigest()
+
+    def partial_responses(self, round_: int, phase: str, request_sha: str) -> dict[int, ScoreResult | str]:
+        """Answers kept from a failed attempt at this round and phase with the same requests.
+
+        Anything that does not match (other requests, a damaged record) is ignored: those
+        requests are simply asked again.
+        """
+        try:
+            row = self._conn.execute("SELECT request_sha, data FROM partial_responses WHERE round = ? AND phase = ?",
+                                     (round_, phase)).fetchone()
+            if row is None or row[0] != request_sha:
+                return {}
+            if self.checked and self._check(f"partial:{round_}:{phase}") != self._partial_digest(round_, phase):
+                return {}
+            return {int(i): _response_from_json(v) for i, v in json.loads(zlib.decompress(row[1])).items()}
+        except sqlite3.OperationalError:  # no such table: nothing was ever kept
+            return {}
+        except (sqlite3.DatabaseError, zlib.error, ValueError, TypeError, KeyError):
+            return {}
+
+    @_reads
     def num_logged_requests(self) -> int:
         return int(self._conn.execute("SELECT COALESCE(SUM(n), 0) FROM responses").fetchone()[0])
 
@@ -500,12 +711,27 @@ class RunStore:
                     for p in record.probes
                 ],
             )
+            if self.checked:
+                # Digest of the rows as stored (read back inside the transaction), chained.
+                prev = self._check(f"round:{record.round - 1}") or ""
+                digest = self._round_digest(record.round, prev)
+                self._put_check(f"round:{record.round}", digest)
+                self._put_check("head", f"{record.round}:{digest}")
         self._last_state = (record.round, state)
+        # Move committed rounds from the WAL into the main file now (not after 1000
+        # pages): damage to the WAL can then cost at most the uncommitted tail.
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error:
+            pass  # a busy reader: the next round's checkpoint catches up
+        self.check_still_there()
 
+    @_reads
     def last_round(self) -> int:
         """The last committed round (0 when none)."""
         return int(self._conn.execute("SELECT COALESCE(MAX(round), 0) FROM rounds").fetchone()[0])
 
+    @_reads
     def pkg_state(self, round_: int | None = None) -> dict[str, np.ndarray]:
         """The PKG state after ``round_`` (default: the last committed round)."""
         if round_ is None:
@@ -527,6 +753,7 @@ class RunStore:
             state = arrays if kind == "full" else _apply_delta(state, arrays)
         return state
 
+    @_reads
     def checkpoint(self) -> Checkpoint | None:
         """The state after the last committed round, or None for a run with no round yet."""
         row = self._conn.execute(
@@ -545,6 +772,7 @@ class RunStore:
             converged=bool(converged),
         )
 
+    @_reads
     def history(self) -> list[dict]:
         """Per-round rows, oldest first: round, queries, queries_spent, elapsed, metrics, …"""
         rows = self._conn.execute(
@@ -562,6 +790,7 @@ class RunStore:
             out.append(d)
         return out
 
+    @_reads
     def probes(self, edge: int | None = None) -> list[ProbeRecord]:
         """Every probe in (round, pos) order, or only those of one edge."""
         sql = "SELECT round, pos, edge, audit, correct, question, answer, detail FROM probes"
@@ -574,6 +803,7 @@ class RunStore:
             ProbeRecord(r, p, e, bool(a), bool(c), q, ans, json.loads(d)) for r, p, e, a, c, q, ans, d in rows
         ]
 
+    @_reads
     def probe_arrays(self) -> dict[str, np.ndarray]:
         """Round, edge, audit and correct columns of every probe as arrays (for estimators)."""
         rows = self._conn.execute("SELECT round, edge, audit, correct FROM probes ORDER BY round, pos").fetchall()
@@ -584,6 +814,240 @@ class RunStore:
             "audit": arr[:, 2].astype(bool),
             "correct": arr[:, 3].astype(bool),
         }
+
+    # -- integrity ---------------------------------------------------------------------
+    def _put_check(self, name: str, digest: str) -> None:
+        if self.checked:
+            self._conn.execute("INSERT OR REPLACE INTO checks VALUES (?, ?)", (name, digest))
+
+    def _check(self, name: str) -> str | None:
+        row = self._conn.execute("SELECT sha FROM checks WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else None
+
+    def _kg_digest(self) -> str:
+        h = hashlib.sha256(b"kg")
+        _digest_rows(h, self._conn.execute("SELECT * FROM kg ORDER BY id"))
+        return h.hexdigest()
+
+    def _responses_digest(self, round_: int, phase: str) -> str:
+        h = hashlib.sha256(b"responses")
+        _digest_rows(h, self._conn.execute("SELECT * FROM responses WHERE round = ? AND phase = ?", (round_, phase)))
+        return h.hexdigest()
+
+    def _round_tables(self) -> list[str]:
+        """Tables with a ``round`` column whose rows belong to a committed round.
+
+        ``rounds`` and ``probes`` today; a table another feature adds later (one row per
+        probe or per round, written before or with the commit) is covered automatically.
+        """
+        names = [r[0] for r in self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        out = []
+        for name in names:
+            if name in ("meta", "kg", "checks", "responses", "partial_responses"):
+                continue
+            cols = [c[1] for c in self._conn.execute(f'PRAGMA table_info("{name}")')]
+            if "round" in cols:
+                out.append(name)
+        return sorted(out, key=lambda n: (n != "rounds", n != "probes", n))
+
+    def _round_digest(self, round_: int, prev: str) -> str:
+        h = hashlib.sha256(prev.encode())
+        for table in self._round_tables():
+            h.update(table.encode() + b"#")
+            _digest_rows(h, self._conn.execute(f'SELECT * FROM "{table}" WHERE round = ? ORDER BY rowid', (round_,)))
+        return h.hexdigest()
+
+    def verify(self) -> Verification:
+        """Check every record: SQLite's structure, then each checksum (or, in a file
+        without checksums, that every record decodes and the rounds are consistent)."""
+        problems: list[Problem] = []
+        records = 0
+        rounds: list[int] = []
+        conn = self._conn
+        try:
+            conn.execute("BEGIN")  # one consistent snapshot, even while a run writes
+        except sqlite3.Error:
+            pass
+        try:
+            try:
+                quick = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
+            except sqlite3.DatabaseError as exc:
+                quick = [str(exc)]
+            if quick != ["ok"]:
+                problems.append(Problem("file", None, "SQLite structure damaged: " + "; ".join(quick)[:300]))
+            try:
+                records, rounds = self._verify_records(problems)
+            except (sqlite3.DatabaseError, zlib.error, ValueError, KeyError, TypeError, OSError, EOFError) as exc:
+                problems.append(Problem("file", None, f"unreadable ({type(exc).__name__}: {str(exc)[:200]})"))
+        finally:
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error:
+                pass
+        return Verification(self.path, self.checked, len(rounds), records, problems)
+
+    def _verify_records(self, problems: list[Problem]) -> tuple[int, list[int]]:
+        conn, checked = self._conn, self.checked
+        checks = dict(conn.execute("SELECT name, sha FROM checks").fetchall()) if checked else {}
+        if checked and not checks:
+            problems.append(Problem("file", None, "the checksum table is empty"))
+        used: set[str] = set()
+        records = 0
+
+        def expect(name: str, digest: str, where: str, round_: int | None, what: str) -> None:
+            nonlocal records
+            used.add(name)
+            records += 1
+            if not checked:
+                return
+            if name not in checks:
+                problems.append(Problem(where, round_, f"{what} has no checksum"))
+            elif checks[name] != digest:
+                problems.append(Problem(where, round_, f"{what} does not match its checksum"))
+
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        for key, value in sorted(meta.items()):
+            expect(f"meta:{key}", _meta_digest(key, value), "meta", None, f"meta {key!r}")
+        if checked and meta.get("integrity", INTEGRITY_SCHEME) != INTEGRITY_SCHEME:
+            problems.append(Problem("meta", None, f"unknown integrity scheme {meta.get('integrity')!r}"))
+        try:
+            json.loads(meta.get("config", ""))
+        except ValueError:
+            problems.append(Problem("meta", None, "meta 'config' is not valid JSON"))
+        expect("kg", self._kg_digest(), "kg", None, "the KG")
+        try:
+            row = conn.execute("SELECT data FROM kg WHERE id = 0").fetchone()
+            kg = kg_from_dict(json.loads(zlib.decompress(row[0])))
+            if kg_fingerprint(kg) != meta.get("kg_fingerprint"):
+                problems.append(Problem("kg", None, "the KG does not match its fingerprint"))
+        except Exception as exc:  # any decoding failure of the blob is damage
+            problems.append(Problem("kg", None, f"the KG cannot be decoded ({type(exc).__name__})"))
+        rounds = [r for (r,) in conn.execute("SELECT round FROM rounds ORDER BY round")]
+        if rounds != list(range(1, len(rounds) + 1)):
+            problems.append(Problem("round", rounds[-1] if rounds else None,
+                                    f"the rounds are not 1..{len(rounds)} (found {rounds[:3]}…{rounds[-3:]})"))
+        prev = ""
+        for r in rounds:
+            digest = self._round_digest(r, prev)
+            expect(f"round:{r}", digest, "round", r, f"round {r} (its row or its probes)")
+            prev = checks.get(f"round:{r}", digest)
+            try:
+                mrow = conn.execute("SELECT metrics, sampler_state, convergence_state FROM rounds WHERE round = ?",
+                                    (r,)).fetchone()
+                for text in mrow:
+                    json.loads(text)
+                for (detail,) in conn.execute("SELECT detail FROM probes WHERE round = ?", (r,)):
+                    json.loads(detail)
+            except (ValueError, TypeError):
+                problems.append(Problem("round", r, f"round {r} has a record that is not valid JSON"))
+        if rounds:
+            try:
+                self.pkg_state(rounds[-1])
+            except Exception as exc:
+                problems.append(Problem("round", rounds[-1], f"the PKG state of round {rounds[-1]} cannot be "
+                                        f"rebuilt ({type(exc).__name__})"))
+        orphans = [r for (r,) in conn.execute("SELECT DISTINCT round FROM probes WHERE round > ?",
+                                              (rounds[-1] if rounds else 0,))]
+        for r in orphans:
+            problems.append(Problem("round", r, f"probes of round {r}, which was never committed"))
+        if checked:
+            used.add("head")
+            last = rounds[-1] if rounds else 0
+            head = checks.get("head")
+            if last and head != f"{last}:{checks.get(f'round:{last}')}":
+                got = head.split(":", 1)[0] if head else "none"
+                problems.append(Problem("head", last, f"the last round is {last} but the checksum chain ends at "
+                                        f"round {got} (a round was removed or added)"))
+        cursor = conn.execute("SELECT * FROM responses")
+        columns = [d[0] for d in cursor.description]
+        for row in cursor.fetchall():
+            rnd, phase, sha, n, blob = (row[columns.index(c)] for c in ("round", "phase", "request_sha", "n", "data"))
+            h = hashlib.sha256(b"responses")
+            _digest_rows(h, [row])
+            expect(f"responses:{rnd}:{phase}", h.hexdigest(), "responses", rnd, f"the {phase} responses of round {rnd}")
+            try:
+                payload = json.loads(zlib.decompress(blob))
+                req = hashlib.sha256()
+                for r in payload["requests"]:
+                    req.update(_json(r).encode())
+                    req.update(b"\n")
+                if req.hexdigest() != sha or len(payload["responses"]) != n:
+                    raise ValueError("requests do not match their hash")
+            except Exception:
+                problems.append(Problem("responses", rnd, f"the {phase} responses of round {rnd} cannot be decoded"))
+        for name in sorted(set(checks) - used):
+            kind, _, rest = name.partition(":")
+            rnd = int(rest.split(":")[0]) if kind in ("round", "responses") and rest.split(":")[0].isdigit() else None
+            if kind == "partial":
+                continue  # kept answers of a failed round: checked where they are read
+            where = kind if kind in ("meta", "kg", "round", "responses") else "file"
+            problems.append(Problem(where, rnd, f"record {name!r} has a checksum but is missing"))
+        return records, rounds
+
+    def require_intact(self) -> Verification:
+        """:meth:`verify`, raising a :class:`DamagedFileError` that names the damage."""
+        result = self.verify()
+        if result.problems:
+            raise DamagedFileError(
+                f"run file {self.path} is damaged: {result.summary()}. Its numbers cannot be trusted; "
+                f"`kgprobe verify {self.path}` lists the damage"
+                + ("; `kgprobe resume` can drop the damaged last round and play it again" if result.only_last_round
+                   else ""),
+                [str(p) for p in result.problems],
+            )
+        return result
+
+    def drop_last_round(self, result: Verification) -> str:
+        """Remove the damaged records of the last round (and of responses after it).
+
+        Allowed only when :attr:`Verification.only_last_round`; returns what was dropped.
+        The round is then played again by the resume (from its logged responses when
+        those are intact, else by asking the model).
+        """
+        if not result.only_last_round:
+            raise DamagedFileError(f"run file {self.path} is damaged beyond its last round: {result.summary()}",
+                                   [str(p) for p in result.problems])
+        last = result.rounds
+        dropped = []
+        with self._transaction():
+            if any(p.where in ("round", "head") for p in result.problems) and last:
+                for table in self._round_tables():
+                    self._conn.execute(f'DELETE FROM "{table}" WHERE round >= ?', (last,))
+                self._conn.execute("DELETE FROM checks WHERE name = ?", (f"round:{last}",))
+                prev = self._check(f"round:{last - 1}")
+                if prev is None:
+                    self._conn.execute("DELETE FROM checks WHERE name = 'head'")
+                else:
+                    self._put_check("head", f"{last - 1}:{prev}")
+                dropped.append(f"round {last}")
+            for p in result.problems:
+                if p.where == "responses":
+                    self._conn.execute("DELETE FROM responses WHERE round = ?", (p.round,))
+                    self._conn.execute("DELETE FROM checks WHERE name LIKE ?", (f"responses:{p.round}:%",))
+                    dropped.append(f"the logged responses of round {p.round}")
+        self._last_state = None
+        return ", ".join(dict.fromkeys(dropped))
+
+    def check_still_there(self) -> None:
+        """Raise a :class:`StoreError` if the run file was deleted or replaced under us.
+
+        SQLite keeps writing to an unlinked file without complaint, so a run whose file
+        is removed would otherwise go on and "finish" with every result gone.
+        """
+        if self._inode is None or self.path == ":memory:":
+            return
+        try:
+            st = os.stat(self.path)
+            gone = (st.st_dev, st.st_ino) != self._inode
+        except OSError:
+            gone = True
+        if gone:
+            raise StoreError(
+                f"run file {self.path} was deleted or replaced while the run was writing it; "
+                "the results of this run are lost. Keep the run file in place until the run ends",
+                exit_code=5,
+            )
 
     # -- internals ---------------------------------------------------------------------
     def _transaction(self):
@@ -604,7 +1068,7 @@ class _Transaction:
         try:
             self.conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot write the run store {self.path}: {exc}") from None
+            raise _write_error(self.path, exc) from None
         return self.conn
 
     def __exit__(self, exc_type, exc, tb):
@@ -612,13 +1076,32 @@ class _Transaction:
             try:
                 self.conn.execute("COMMIT")
             except sqlite3.Error as err:
-                self.conn.execute("ROLLBACK")
-                raise StoreError(f"cannot write the run store {self.path}: {err}") from None
+                self._rollback()
+                raise _write_error(self.path, err) from None
         else:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"cannot write the run store {self.path}: {exc}") from None
+                raise _write_error(self.path, exc) from None
         return False
+
+    def _rollback(self) -> None:
+        try:
+            self.conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # SQLite already rolled back (disk full, I/O error)
+
+
+def _write_error(path: str, exc: sqlite3.Error) -> Exception:
+    """A clear error for a failed write: damaged file (exit 2), else store error (exit 5)."""
+    text = str(exc)
+    if "malformed" in text or "not a database" in text:
+        return DamagedFileError(f"run file {path} is damaged: SQLite says {text}; `kgprobe verify {path}` "
+                                "lists the damage", [text])
+    if "full" in text:
+        return StoreError(f"cannot write the run store {path}: the disk is full ({text}). Everything up to the "
+                          f"last finished round is saved; free some space, then `kgprobe resume {path}`")
+    return StoreError(f"cannot write the run store {path}: {text}. Everything up to the last finished round "
+                      f"is saved; fix the cause, then `kgprobe resume {path}`")
 
 
 def _connect(path: str, readonly: bool = False) -> sqlite3.Connection:

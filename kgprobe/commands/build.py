@@ -45,6 +45,12 @@ def register(subparsers) -> None:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per SPARQL request")
     parser.add_argument("--retries", type=int, default=4, help="retries of 429/5xx/timeouts")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the query cache")
+    parser.add_argument("--max-rows", type=int, default=None,
+                        help="rows accepted from the endpoint in the whole build (default 2,000,000)")
+    parser.add_argument("--max-mb", type=float, default=None,
+                        help="MiB accepted from the endpoint in the whole build (default 1024)")
+    parser.add_argument("--max-response-mb", type=float, default=None,
+                        help="MiB accepted in one answer of the endpoint (default 64)")
     parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT,
                         help="KG file to write (kgprobe JSONL; add .gz to compress)")
     parser.set_defaults(func=handle)
@@ -57,10 +63,23 @@ def handle(args) -> int:
         raise InputError("kgprobe build needs --seed-entities (QIDs such as Q142 or labels such as France)")
     from kgprobe.kg.build import build_kg, open_source
     from kgprobe.kg.formats import save_kg
+    from kgprobe.commands.run import _short_warnings
+    from kgprobe.errors import InputError
     from kgprobe.sources.sparql import SparqlClient
 
+    _short_warnings()
+
     if args.source.startswith(("http://", "https://")):
-        source = SparqlClient(args.source, timeout=args.timeout, retries=args.retries, cache=not args.no_cache)
+        for name in ("max_rows", "max_mb", "max_response_mb"):
+            value = getattr(args, name)
+            if value is not None and value <= 0:
+                raise InputError(f"--{name.replace('_', '-')} must be > 0 (got {value:g})")
+        mib = 1 << 20
+        source = SparqlClient(
+            args.source, timeout=args.timeout, retries=args.retries, cache=not args.no_cache,
+            max_rows=args.max_rows, max_bytes=int(args.max_mb * mib) if args.max_mb else None,
+            max_response_bytes=int(args.max_response_mb * mib) if args.max_response_mb else None,
+        )
     else:
         source = open_source(args.source)
     dead = frozenset(p.strip() for p in args.dead.split(",") if p.strip())

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from kgprobe.commands.run import add_round_timeout_option
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("resume", help="continue a stopped, interrupted or killed run", description=__doc__,
@@ -18,6 +20,7 @@ def register(subparsers) -> None:
     p.add_argument("--budget", type=int, help="raise the run's query budget (extends a finished run)")
     p.add_argument("--max-rounds", type=int, help="raise the run's round limit")
     p.add_argument("--cache", metavar="FILE", help="SQLite response cache shared across runs")
+    add_round_timeout_option(p)
     p.add_argument("--no-report", dest="report", action="store_false", help="do not write the report at the end")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--plain", action="store_true", help="line-by-line progress even on a terminal")
@@ -27,18 +30,23 @@ def register(subparsers) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from kgprobe.api import find_run, resume
-    from kgprobe.commands.run import load_model_setting, play, prepare_process_for_models
+    from kgprobe.commands.run import _short_warnings, load_model_setting, play, prepare_process_for_models
     from kgprobe.store import RunStore
 
     import json
 
     prepare_process_for_models()
+    _short_warnings()
     path = find_run(args.run)
     spec = args.model
-    with RunStore.open(path) as ro:
+    # Not verified here: resume() verifies and may drop a damaged last round.
+    with RunStore.open(path, verify=False) as ro:
         options = json.loads(ro.meta("model_options") or "{}")
         if spec is None:
             spec = ro.model_spec or None
+    from kgprobe.commands.run import with_round_timeout
+
+    options = with_round_timeout(options, args.round_timeout)
     model = load_model_setting(spec, args.cache, options) if spec else None
     run = resume(path, model, budget=args.budget, max_rounds=args.max_rounds, lazy=True)
     return play(run.engine, run.store, {"quiet": args.quiet, "plain": args.plain, "report": args.report,

@@ -61,6 +61,7 @@ def register(subparsers) -> None:
     m.add_argument("--probe-option", action="append", default=S, metavar="KEY=VALUE",
                    help="a probe setting, e.g. num_examples=20 (JSON values; repeatable)")
     m.add_argument("--cache", default=S, metavar="FILE", help="SQLite response cache shared across runs")
+    add_round_timeout_option(m, S)
     s = p.add_argument_group("sampling and stopping")
     s.add_argument("--sampler", default=S, help="thompson, epsilon-greedy, uniform, brute-force, … (default thompson)")
     s.add_argument("--sampler-option", action="append", default=S, metavar="KEY=VALUE", help="a sampler setting")
@@ -87,6 +88,22 @@ def register(subparsers) -> None:
     p.set_defaults(func=handle)
 
 
+def add_round_timeout_option(group, default=None) -> None:
+    """``--round-timeout``: the deadline of one round's requests to an HTTP backend."""
+    group.add_argument("--round-timeout", type=float, default=default, metavar="SECONDS",
+                       help="HTTP backends (openai:): give up a round after this many seconds; its answered "
+                       "requests are kept for the resume (default: no limit beyond per-request timeouts)")
+
+
+def with_round_timeout(options: dict, round_timeout) -> dict:
+    """Model options with ``round_timeout`` set when one is given."""
+    if round_timeout is None:
+        return options
+    if isinstance(round_timeout, bool) or not isinstance(round_timeout, (int, float)) or not round_timeout > 0:
+        raise InputError(f"--round-timeout must be a number of seconds > 0, not {round_timeout!r}")
+    return {**options, "round_timeout": float(round_timeout)}
+
+
 def _parse_kv(items: list[str], what: str) -> dict:
     out = {}
     for item in items or []:
@@ -111,15 +128,14 @@ def load_config_file(path: str) -> dict:
         raise InputError(f"config file {path} is not valid TOML: {exc}") from None
     except OSError as exc:
         raise InputError(f"cannot read config file {path}: {exc.strerror}") from None
+    from kgprobe.config_schema import check_settings
+
     cfg = {k.replace("-", "_"): v for k, v in raw.items()}
+    check_settings(cfg, f"config file {path}", known=DEFAULTS)
     if "seeds" in cfg and "seed_entities" not in cfg:
         print(f"kgprobe: warning: config file {path}: 'seeds' is now 'seed_entities'; the old name still works for now",
               file=sys.stderr)
         cfg["seed_entities"] = cfg.pop("seeds")
-    unknown = sorted(set(cfg) - set(DEFAULTS))
-    if unknown:
-        raise InputError(f"config file {path}: unknown setting(s) {', '.join(unknown)}; "
-                         f"known: {', '.join(sorted(DEFAULTS))}")
     return cfg
 
 
@@ -194,7 +210,9 @@ def handle(args: argparse.Namespace) -> int:
     from kgprobe.settings import engine_config
 
     prepare_process_for_models()
+    # Types, ranges and unknown keys are checked while resolving, before a run file exists.
     settings = settings_from_args(args)
+    settings["model_options"] = with_round_timeout(settings["model_options"], settings.pop("round_timeout"))
     kg = resolve_kg_setting(settings)
     config = engine_config(settings)
     # Cheap checks first: a typo should not cost a model load.
@@ -276,11 +294,19 @@ def play(engine, store, settings: dict) -> int:
         run.close()
         return 130
     try:
+        store.check_still_there()  # never "run: PATH" for a file that is gone
         print_outcome(run, quiet=settings.get("quiet", False))
         if settings.get("report", True):
             from kgprobe.report import write_report
 
-            paths = write_report(run)
+            try:
+                paths = write_report(run)
+            except OSError as exc:
+                from kgprobe.errors import StoreError
+
+                raise StoreError(f"the run is saved in {store.path}, but its report could not be written: "
+                                 f"{exc.strerror or exc}; free space or fix permissions, then "
+                                 f"`kgprobe report {store.path}`") from None
             print(f"report: {paths['html']} and {paths['markdown']}")
         if settings.get("output"):
             from kgprobe.commands.report import write_output

@@ -114,6 +114,22 @@ _ID_RE = re.compile(r"^(Q\d+|geonames:\d+|kgprobe:\S+|<[^<>\s]+>)$")
 
 class _Builder:
     def __init__(self, source: SelectSource, options: BuildOptions):
+        from kgprobe.sources.validate import check_language_tag
+
+        # Every value that reaches a query is checked here, before the first query.
+        check_language_tag(options.lang, "--lang")
+        for name in ("hops", "per_hop_limit", "seed", "min_sitelinks", "min_languages", "max_objects_per_pair",
+                     "candidate_limit", "chunk_size"):
+            value = getattr(options, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InputError(f"build option {name} must be an integer, not {value!r}")
+        if options.chunk_size < 1:
+            raise InputError(f"build option chunk_size must be at least 1 (got {options.chunk_size})")
+        for p in sorted(options.excluded_predicates) + sorted(options.dead_predicates):
+            try:
+                predicate_iri(p)
+            except ValueError as exc:
+                raise InputError(f"predicate {p!r}: {exc}") from None
         self.src = source
         self.o = options
         self.salt = f"kgprobe-{options.seed}"
@@ -200,6 +216,10 @@ class _Builder:
         if not seeds:
             raise InputError("no seed entities given; pass QIDs (Q142) or English labels (France)")
         ids: list[str] = []
+        for s in seeds:
+            if s.strip().startswith("<") and not _ID_RE.match(s.strip()):
+                raise InputError(f"seed {s.strip()!r} looks like an IRI but is not one SPARQL can write (<...> "
+                                 "without spaces, quotes or braces)")
         by_label = [s for s in seeds if not _ID_RE.match(s.strip())]
         resolved: dict[str, str] = {}
         if by_label:
@@ -405,6 +425,11 @@ def build_kg(
     if "excluded_predicates" in options:
         options["excluded_predicates"] = frozenset(options["excluded_predicates"])
     before = src.queries_issued
-    kg = _Builder(src, BuildOptions(hops=hops, **options)).run(list(seeds))
+    try:
+        kg = _Builder(src, BuildOptions(hops=hops, **options)).run(list(seeds))
+    except (KeyError, AttributeError, TypeError) as exc:
+        # An answer of the wrong shape (a variable missing, a literal where an IRI belongs).
+        raise SourceError(f"{src.endpoint} answered a query with rows of the wrong shape ({type(exc).__name__}: "
+                          f"{str(exc)[:120]}); is it a SPARQL endpoint holding Wikidata-style data?") from None
     kg.metadata["queries"] = src.queries_issued - before
     return kg

@@ -6,6 +6,10 @@
   a random draw into a constant.
 * No partial entries: results are written only after the backend has returned the
   whole batch, in one transaction. A backend that raises writes nothing.
+* Every entry carries a checksum of its key and value (column ``sha``; entries of older
+  caches have none and are trusted as before): an entry that fails it is asked again
+  and overwritten, never used. A file SQLite cannot read is a clear error (exit 2)
+  telling to delete it: the cache only saves model calls.
 * Two processes can share one file: WAL journal, a busy timeout, and
   ``INSERT OR IGNORE`` (both writers computed the same deterministic answer).
 """
@@ -19,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Sequence
 
-from kgprobe.errors import StoreError
+from kgprobe.errors import DamagedFileError, PartialBatchError, StoreError
 from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
 
 _SCHEMA = """
@@ -27,7 +31,8 @@ CREATE TABLE IF NOT EXISTS responses (
     key TEXT PRIMARY KEY,
     kind TEXT NOT NULL,
     identity TEXT NOT NULL,
-    value TEXT NOT NULL
+    value TEXT NOT NULL,
+    sha TEXT
 )
 """
 
@@ -43,6 +48,10 @@ def request_key(identity: str, request: ScoreRequest | GenerateRequest) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _entry_sha(key: str, value: str) -> str:
+    return hashlib.sha256(f"{key}\n{value}".encode("utf-8")).hexdigest()[:32]
+
+
 class CachedModel(LanguageModel):
     """``model`` with answers remembered in the SQLite file at ``path``.
 
@@ -55,6 +64,8 @@ class CachedModel(LanguageModel):
         self.can_score = model.can_score
         self.hits = 0
         self.misses = 0
+        #: Entries found damaged (failed checksum) and asked again.
+        self.damaged = 0
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -63,6 +74,18 @@ class CachedModel(LanguageModel):
             self._db.execute("PRAGMA busy_timeout = 60000")
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute(_SCHEMA)
+            columns = [c[1] for c in self._db.execute("PRAGMA table_info(responses)")]
+            if "sha" not in columns:  # a cache written before checksums
+                try:
+                    self._db.execute("ALTER TABLE responses ADD COLUMN sha TEXT")
+                except sqlite3.OperationalError as exc:
+                    if "duplicate column" not in str(exc):  # another process added it just now
+                        raise
+        except sqlite3.DatabaseError as exc:
+            if "malformed" in str(exc) or "not a database" in str(exc):
+                raise self._damaged(exc) from None
+            raise StoreError(f"cannot open the response cache {self.path}: {exc}. "
+                             "Check the path and its permissions, or delete a corrupt cache file.") from exc
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the response cache {self.path}: {exc}. "
                              "Check the path and its permissions, or delete a corrupt cache file.") from exc
@@ -82,13 +105,29 @@ class CachedModel(LanguageModel):
             for start in range(0, len(unique), 500):
                 chunk = unique[start : start + 500]
                 marks = ",".join("?" * len(chunk))
-                for key, value in self._db.execute(
-                    f"SELECT key, value FROM responses WHERE key IN ({marks})", chunk
+                for key, value, sha in self._db.execute(
+                    f"SELECT key, value, sha FROM responses WHERE key IN ({marks})", chunk
                 ):
+                    if sha is not None and sha != _entry_sha(key, value):
+                        self.damaged += 1  # asked again and overwritten
+                        continue
+                    try:
+                        json.loads(value)
+                    except ValueError:
+                        self.damaged += 1
+                        continue
                     found[key] = value
+        except sqlite3.DatabaseError as exc:
+            if "malformed" in str(exc) or "not a database" in str(exc):
+                raise self._damaged(exc) from None
+            raise StoreError(f"cannot read the response cache {self.path}: {exc}") from exc
         except sqlite3.Error as exc:
             raise StoreError(f"cannot read the response cache {self.path}: {exc}") from exc
         return found
+
+    def _damaged(self, exc: Exception) -> DamagedFileError:
+        return DamagedFileError(f"the response cache {self.path} is damaged (SQLite says {exc}); delete it: "
+                                "it only saves model calls, the run files hold every answer", [str(exc)])
 
     def _store(self, kind: str, items: list[tuple[str, str]]) -> None:
         if not items:
@@ -97,15 +136,18 @@ class CachedModel(LanguageModel):
             with self._lock:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
+                    # REPLACE: an entry that failed its checksum is overwritten by the fresh answer.
                     self._db.executemany(
-                        "INSERT OR IGNORE INTO responses (key, kind, identity, value) VALUES (?, ?, ?, ?)",
-                        [(key, kind, self.identity, value) for key, value in items],
+                        "INSERT OR REPLACE INTO responses (key, kind, identity, value, sha) VALUES (?, ?, ?, ?, ?)",
+                        [(key, kind, self.identity, value, _entry_sha(key, value)) for key, value in items],
                     )
                     self._db.execute("COMMIT")
                 except BaseException:
                     self._db.execute("ROLLBACK")
                     raise
-        except sqlite3.Error as exc:
+        except sqlite3.DatabaseError as exc:
+            if "malformed" in str(exc) or "not a database" in str(exc):
+                raise self._damaged(exc) from None
             raise StoreError(f"cannot write the response cache {self.path}: {exc}") from exc
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
@@ -118,7 +160,13 @@ class CachedModel(LanguageModel):
         to_send = [i for i in missing if first_of.setdefault(keys[i], i) == i]
         self.hits += len(requests) - len(to_send)
         self.misses += len(to_send)
-        fresh = self.model.score([requests[i] for i in to_send]) if to_send else []
+        try:
+            fresh = self.model.score([requests[i] for i in to_send]) if to_send else []
+        except PartialBatchError as exc:
+            # Keep what was answered (and paid for) before re-raising, in request indices.
+            kept = {to_send[i]: r for i, r in exc.answered.items()}
+            self._store("score", [(keys[i], json.dumps([list(r.token_logprobs), r.is_greedy])) for i, r in kept.items()])
+            raise PartialBatchError(str(exc), self._spread(kept, keys)) from None
         new_values = {keys[i]: json.dumps([list(r.token_logprobs), r.is_greedy]) for i, r in zip(to_send, fresh)}
         self._store("score", list(new_values.items()))
         found.update(new_values)
@@ -139,12 +187,25 @@ class CachedModel(LanguageModel):
         ]
         self.hits += len(requests) - len(to_send)
         self.misses += len(to_send)
-        fresh = self.model.generate([requests[i] for i in to_send]) if to_send else []
+        try:
+            fresh = self.model.generate([requests[i] for i in to_send]) if to_send else []
+        except PartialBatchError as exc:
+            kept = {to_send[i]: t for i, t in exc.answered.items()}
+            self._store("generate", [(keys[i], json.dumps(t)) for i, t in kept.items() if keys[i] is not None])
+            raise PartialBatchError(str(exc), self._spread(kept, keys)) from None
         outputs: dict[int, str] = dict(zip(to_send, fresh))
         new_values = {keys[i]: json.dumps(text) for i, text in outputs.items() if keys[i] is not None}
         self._store("generate", list(new_values.items()))
         found.update(new_values)
         return [outputs[i] if i in outputs else json.loads(found[key]) for i, key in enumerate(keys)]
+
+    @staticmethod
+    def _spread(kept: dict[int, object], keys: list) -> dict[int, object]:
+        """Answers for every request index whose key was answered (repeats included)."""
+        by_key = {keys[i]: v for i, v in kept.items() if keys[i] is not None}
+        out = {i: by_key[k] for i, k in enumerate(keys) if k is not None and k in by_key}
+        out.update(kept)
+        return out
 
     def close(self) -> None:
         """Close the cache file and the wrapped backend."""

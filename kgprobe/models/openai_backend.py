@@ -29,7 +29,11 @@ a background thread, so the synchronous interface also works inside a running lo
 with 429, 5xx, a timeout or a refused connection is retried on the next URL after an
 exponential backoff with jitter (``Retry-After`` is honoured, capped), up to
 ``max_retries`` retries. 400/401/403/404/422 and malformed responses are not retried.
-A batch either returns every result or raises one ModelError: no partial results.
+A batch either returns every result or raises one ModelError; when some requests of it
+were answered before another failed for good, or before the round's deadline
+(``round_timeout``, ``--round-timeout``) passed, the error is a
+:class:`~kgprobe.errors.PartialBatchError` carrying those answers, so the run store (or
+the response cache) keeps them and a resume asks only for the rest.
 
 The API key is read from the environment variable ``api_key_env`` when the model is
 created and handed to the HTTP client only; it is not part of ``identity``, ``repr``
@@ -47,7 +51,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from kgprobe.errors import InputError, ModelError
+from kgprobe.errors import InputError, ModelError, PartialBatchError
 from kgprobe.models.base import (
     GenerateRequest,
     LanguageModel,
@@ -71,6 +75,14 @@ class _Retryable(Exception):
     def __init__(self, message: str, retry_after: float | None = None):
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class _PartialRun(Exception):
+    """A batch that failed after some of its requests were answered (internal)."""
+
+    def __init__(self, error: ModelError, answered: dict[int, Any], total: int):
+        super().__init__(str(error))
+        self.error, self.answered, self.total = error, answered, total
 
 
 @dataclass
@@ -100,6 +112,8 @@ class OpenAICompatibleModel(LanguageModel):
         timeout: seconds per HTTP request.
         backoff: first retry delay in seconds; doubles per retry, capped at ``backoff_max``.
         label: the name used in ``identity`` (default: the model name and base URLs).
+        round_timeout: seconds one batch (one round's phase) may take in all, retries
+            included; ``None``: no limit beyond the per-request ``timeout`` and retries.
     """
 
     def __init__(
@@ -117,6 +131,7 @@ class OpenAICompatibleModel(LanguageModel):
         backoff: float = 0.5,
         backoff_max: float = 8.0,
         label: str | None = None,
+        round_timeout: float | None = None,
     ):
         urls = list(base_urls or []) + ([base_url] if base_url else [])
         if not urls:
@@ -144,6 +159,10 @@ class OpenAICompatibleModel(LanguageModel):
         self.backoff = float(backoff)
         self.backoff_max = float(backoff_max)
         self._label = label
+        if round_timeout is not None and (isinstance(round_timeout, bool) or not isinstance(round_timeout, (int, float))
+                                          or not round_timeout > 0):
+            raise InputError(f"round_timeout must be a number of seconds > 0, not {round_timeout!r}.")
+        self.round_timeout = None if round_timeout is None else float(round_timeout)
         # Read once; kept only in the HTTP clients and in this private attribute, which
         # is used solely to scrub server messages.
         self.__key = os.environ.get(api_key_env) or _NO_KEY
@@ -201,7 +220,10 @@ class OpenAICompatibleModel(LanguageModel):
             if self.scoring == "prompt_logprobs":
                 kwargs["extra_body"] = {"prompt_logprobs": 0}
             calls.append(_Call("completions", kwargs))
-        responses = self._run(calls)
+        try:
+            responses = self._run(calls)
+        except _PartialRun as partial:
+            raise self._partial(partial, lambda i, r: self._parse_score(i, requests[i], r)) from None
         return [
             self._parse_score(index, request, response)
             for index, (request, response) in enumerate(zip(requests, responses))
@@ -225,17 +247,33 @@ class OpenAICompatibleModel(LanguageModel):
             else:
                 kwargs["prompt"] = request.prompt
                 calls.append(_Call("completions", kwargs))
-        responses = self._run(calls)
-        texts = []
-        for index, (call, response) in enumerate(zip(calls, responses)):
+        def text_of(index: int, response) -> str:
             try:
                 choice = response.choices[0]
-                text = choice.message.content if call.endpoint == "chat" else choice.text
+                text = choice.message.content if calls[index].endpoint == "chat" else choice.text
             except (AttributeError, IndexError, TypeError) as exc:
                 raise self._malformed(index, "no choices[0] text") from exc
             # Servers remove stop strings; cut again in case one does not.
-            texts.append(cut_at_stop(text or "", requests[index].stop))
-        return texts
+            return cut_at_stop(text or "", requests[index].stop)
+
+        try:
+            responses = self._run(calls)
+        except _PartialRun as partial:
+            raise self._partial(partial, text_of) from None
+        return [text_of(index, response) for index, response in enumerate(responses)]
+
+    def _partial(self, partial: "_PartialRun", parse) -> ModelError:
+        """The batch's error, carrying the answers that did arrive (parsed) when there are any."""
+        answered = {}
+        for index, response in partial.answered.items():
+            try:
+                answered[index] = parse(index, response)
+            except ModelError:
+                pass  # a malformed answer is not worth keeping
+        if not answered:
+            return partial.error
+        return PartialBatchError(f"{partial.error} ({len(answered)} of {partial.total} requests were answered)",
+                                 answered)
 
     def close(self) -> None:
         """Close the HTTP clients and stop the background event loop. Safe to call twice."""
@@ -358,27 +396,41 @@ class OpenAICompatibleModel(LanguageModel):
         loop = self._ensure_loop()
         start = self._next_url
         self._next_url = (start + len(calls)) % len(self.base_urls)
-        return asyncio.run_coroutine_threadsafe(self._run_all(calls, start), loop).result()
-
-    async def _run_all(self, calls: list[_Call], start: int) -> list[Any]:
-        limit = asyncio.Semaphore(self.max_concurrency)
         results: list[Any] = [None] * len(calls)
+        done: set[int] = set()
+        try:
+            asyncio.run_coroutine_threadsafe(self._run_all(calls, start, results, done), loop).result()
+        except ModelError as exc:
+            if done:
+                raise _PartialRun(exc, {i: results[i] for i in sorted(done)}, len(calls)) from None
+            raise
+        return results
+
+    async def _run_all(self, calls: list[_Call], start: int, results: list[Any], done: set[int]) -> None:
+        limit = asyncio.Semaphore(self.max_concurrency)
 
         async def one(index: int) -> None:
             async with limit:
                 results[index] = await self._attempts(index, calls[index], start + index)
+                done.add(index)
 
         try:
-            async with asyncio.TaskGroup() as group:
-                for index in range(len(calls)):
-                    group.create_task(one(index))
+            async with asyncio.timeout(self.round_timeout):
+                async with asyncio.TaskGroup() as group:
+                    for index in range(len(calls)):
+                        group.create_task(one(index))
+        except TimeoutError:
+            raise ModelError(
+                f"{self.name}: the round's deadline of {self.round_timeout:g} s passed with {len(done)} of "
+                f"{len(calls)} requests answered (a server that does not answer?). Raise --round-timeout, "
+                "or check the server"
+            ) from None
         except BaseExceptionGroup as group_error:
-            # The first failure cancels the rest: one clear error, no partial batch.
+            # The first failure cancels the rest: one clear error (answers so far are kept).
             first = group_error.exceptions[0]
             while isinstance(first, BaseExceptionGroup):
                 first = first.exceptions[0]
             raise first from None
-        return results
 
     async def _attempts(self, index: int, call: _Call, url_index: int) -> Any:
         rng = random.Random()

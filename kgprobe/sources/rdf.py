@@ -89,7 +89,9 @@ def predicate_iri(predicate_id: str) -> str:
     if re.match(r"^P\d+$", predicate_id):
         return WDT + predicate_id
     if predicate_id.startswith("<") and predicate_id.endswith(">"):
-        return predicate_id[1:-1]
+        from kgprobe.sources.validate import check_iri
+
+        return check_iri(predicate_id[1:-1])
     raise ValueError(f"{predicate_id!r} is not a predicate id (expected P123 or <IRI>)")
 
 
@@ -103,6 +105,9 @@ def literal_id(value: str, *, lang: str | None = None, datatype: str | None = No
     """The id of a literal: its N-Triples form (plain strings carry no datatype)."""
     body = f'"{_escape_literal(value)}"'
     if lang:
+        from kgprobe.sources.validate import check_language_tag
+
+        check_language_tag(lang, "language tag")
         return f"{body}@{lang.lower()}"
     if datatype and datatype != XSD + "string":
         return f"{body}^^<{datatype}>"
@@ -133,13 +138,15 @@ def literal_value(entity_id: str) -> str:
 def sparql_term(entity_id: str) -> str:
     """The SPARQL text of an entity id, usable in a ``VALUES`` block."""
     if is_literal_id(entity_id):
-        return entity_id
+        from kgprobe.sources.validate import check_literal
+
+        return check_literal(entity_id)
     return f"<{entity_id_iri_checked(entity_id)}>"
 
 
 def entity_id_iri_checked(entity_id: str) -> str:
     iri = entity_iri(entity_id)
-    if any(c in iri for c in '<>"{}|^`\\ '):
+    if any(c in iri for c in '<>"{}|^`\\ ') or any(ord(c) <= 0x20 for c in iri):
         raise ValueError(f"entity id {entity_id!r} maps to an IRI with characters SPARQL forbids")
     return iri
 

@@ -7,6 +7,18 @@ timeout, an on-disk cache keyed by endpoint + query text, and one error type: ev
 failure is a :class:`~kgprobe.errors.SourceError` whose message names the endpoint,
 what went wrong and what to do.
 
+Bounds (an endpoint is outside kgprobe's control; nothing it sends may grow without
+limit): one answer may be at most ``max_response_bytes`` (read in chunks, never more
+than that plus one chunk; the JSON is parsed only after the size check), and one
+client (one build) accepts at most ``max_rows`` rows and ``max_bytes`` bytes in all.
+Paging stops on a short page *and* on a page longer than asked for (an endpoint that
+ignores ``LIMIT``): the rows asked for are kept, with a warning. Defaults are far above
+what a Wikidata build with the default limits needs (a 1-hop build reads a few
+thousand rows); raise them with ``kgprobe build --max-rows / --max-mb /
+--max-response-mb`` or the environment variables ``KGPROBE_SPARQL_MAX_ROWS``,
+``KGPROBE_SPARQL_MAX_MB`` and ``KGPROBE_SPARQL_MAX_RESPONSE_MB`` (also read by
+``kgprobe run --endpoint``).
+
 Cache directory: ``$KGPROBE_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/kgprobe``, else
 ``~/.cache/kgprobe``; results live under ``sparql/`` as one JSON file per query.
 """
@@ -23,6 +35,7 @@ import socket
 import tempfile
 import time
 import urllib.error
+import warnings
 from pathlib import Path
 
 from kgprobe.errors import SourceError
@@ -32,6 +45,24 @@ from kgprobe.sources.rdf import Term
 DEFAULT_ENDPOINT = "https://query.wikidata.org/sparql"
 USER_AGENT = "kgprobe/{version} (knowledge probing of language models; https://github.com/kgprobe/kgprobe) SPARQLWrapper"
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+#: Default bounds (see the module docstring).
+MAX_ROWS = 2_000_000
+MAX_MB = 1024
+MAX_RESPONSE_MB = 64
+_CHUNK = 1 << 20
+
+
+def _env_number(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if not value:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise SourceError(f"environment variable {name}={value!r} is not a number", exit_code=2) from None
+    if not number > 0:
+        raise SourceError(f"environment variable {name}={value!r} must be > 0", exit_code=2)
+    return number
 
 
 def cache_dir() -> Path:
@@ -96,6 +127,9 @@ class SparqlClient:
         cache: bool = True,
         cache_path: str | os.PathLike | None = None,
         user_agent: str | None = None,
+        max_rows: int | None = None,
+        max_bytes: int | None = None,
+        max_response_bytes: int | None = None,
     ):
         if not endpoint.startswith(("http://", "https://")):
             raise SourceError(f"SPARQL endpoint {endpoint!r} is not an http(s) URL", exit_code=2)
@@ -111,6 +145,13 @@ class SparqlClient:
         self.cache = cache
         self.cache_path = Path(cache_path) if cache_path else cache_dir() / "sparql"
         self.user_agent = user_agent or USER_AGENT.format(version=__version__)
+        self.max_rows = int(max_rows or _env_number("KGPROBE_SPARQL_MAX_ROWS", MAX_ROWS))
+        self.max_bytes = int(max_bytes or _env_number("KGPROBE_SPARQL_MAX_MB", MAX_MB) * (1 << 20))
+        self.max_response_bytes = int(
+            max_response_bytes or _env_number("KGPROBE_SPARQL_MAX_RESPONSE_MB", MAX_RESPONSE_MB) * (1 << 20))
+        #: Rows and bytes received over this client's life (the per-build bounds).
+        self.rows_received = 0
+        self.bytes_received = 0
         #: HTTP requests actually sent (cache hits and retries of one query excluded).
         self.queries_issued = 0
         #: Queries answered from the on-disk cache.
@@ -131,6 +172,13 @@ class SparqlClient:
         while limit is None or len(rows) < limit:
             want = self.page_size if limit is None else min(self.page_size, limit - len(rows))
             page = self._select_once(with_limit(query, want, len(rows)))
+            if len(page) > want:
+                # The endpoint ignores LIMIT: asking for the next page would fetch it all again.
+                warnings.warn(
+                    f"SPARQL endpoint {self.endpoint} sent {len(page)} rows for a page of {want} (it ignores "
+                    f"LIMIT); kept the first {want} and stopped paging", RuntimeWarning, stacklevel=2)
+                rows.extend(page[:want])
+                break
             rows.extend(page)
             if len(page) < want:
                 break
@@ -209,7 +257,7 @@ class SparqlClient:
             response = result.response
             status = getattr(response, "status", 200)
             content_type = (response.headers.get("Content-Type") or "").split(";")[0].strip().lower()
-            body = response.read()
+            body = self._read_bounded(response)
         except EndPointInternalError as exc:
             detail = _body_text(exc)
             if "timeout" in detail.lower():
@@ -256,14 +304,52 @@ class SparqlClient:
             )
         try:
             doc = json.loads(body)
+            del body
             variables = doc["head"]["vars"]
             bindings = doc["results"]["bindings"]
+            if not isinstance(bindings, list):
+                raise TypeError("results.bindings is not a list")
+            self.rows_received += len(bindings)
+            if self.rows_received > self.max_rows:
+                raise SourceError(
+                    f"{where} has sent {self.rows_received} rows in this build, more than the limit of "
+                    f"{self.max_rows}; if the build really needs more, raise --max-rows (or "
+                    "KGPROBE_SPARQL_MAX_ROWS), else lower --per-hop-limit / --candidate-limit"
+                )
             return [{k: Term.from_json(v) for k, v in b.items() if k in variables} for b in bindings]
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise SourceError(
                 f"{where} sent a malformed or truncated SPARQL JSON answer ({type(exc).__name__}: "
                 f"{str(exc)[:120]}); try again, or lower the page size"
             ) from None
+
+
+    def _read_bounded(self, response) -> bytes:
+        """The response body, refused once it passes the per-answer or per-build byte limit."""
+        where = f"SPARQL endpoint {self.endpoint}"
+        deadline = time.monotonic() + max(self.timeout, 1.0) * 4
+        chunks, size = [], 0
+        while True:
+            chunk = response.read(_CHUNK)
+            if not chunk:
+                break
+            size += len(chunk)
+            self.bytes_received += len(chunk)
+            if size > self.max_response_bytes:
+                raise SourceError(
+                    f"{where} sent an answer larger than {self.max_response_bytes / (1 << 20):g} MiB; raise "
+                    "--max-response-mb (or KGPROBE_SPARQL_MAX_RESPONSE_MB) if that is expected, else lower "
+                    "the page size or the limits of the build"
+                )
+            if self.bytes_received > self.max_bytes:
+                raise SourceError(
+                    f"{where} has sent more than {self.max_bytes / (1 << 20):g} MiB in this build; raise "
+                    "--max-mb (or KGPROBE_SPARQL_MAX_MB) if the build really needs more"
+                )
+            if time.monotonic() > deadline:  # a server that trickles bytes forever
+                raise _Retryable(f"the answer took longer than {max(self.timeout, 1.0) * 4:g} s to arrive")
+            chunks.append(chunk)
+        return b"".join(chunks)
 
 
 def _body_text(exc: Exception) -> str:
