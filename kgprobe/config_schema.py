@@ -54,7 +54,7 @@ SCHEMA: dict[str, Rule] = {
     "max_rounds": Rule("int", low=1, optional=True),
     "seed": Rule("int", low=0, high=2**63 - 1),
     "propagation_weight": Rule("float", low=0),
-    "convergence_window": Rule("int", low=1),
+    "convergence_window": Rule("int", low=2),
     "convergence_tolerance": Rule("float", low=0, low_open=True),
     "stop_on_convergence": Rule("bool"),
     "audit_fraction": Rule("float", low=0, high=1),

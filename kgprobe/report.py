@@ -25,6 +25,7 @@ written next to it.
 from __future__ import annotations
 
 import base64
+import html
 import json
 import time
 import os

@@ -185,11 +185,11 @@ def test_convergence_stops_the_run(countries, sim_model):
     "kw, message",
     [
         (dict(budget=10), "below one batch"),
-        (dict(batch_size=0), "batch size must be a positive integer"),
+        (dict(batch_size=0), "setting 'batch_size' must be an integer >= 1, not 0"),
         (dict(batch_size=100_000), "larger than the 3210 active edges"),
         (dict(method="telepathy"), "unknown probe method 'telepathy'"),
         (dict(sampler="oracle"), "unknown sampler 'oracle'"),
-        (dict(convergence=(1, 0.01)), "convergence window must be an integer >= 2"),
+        (dict(convergence=(1, 0.01)), "setting 'convergence_window' must be an integer >= 2, not 1"),
     ],
 )
 def test_bad_settings_are_input_errors(countries, sim_model, kw, message):
