@@ -177,6 +177,9 @@ class RoundSummary:
     weakest_entities: list[tuple[str, Any]]
     """(entity id, metrics) of subjects with the highest zero-sense rate, worst first."""
     converged: bool
+    estimate: Any = None
+    """The KG accuracy estimate after this round (``GroupEstimate.as_dict()`` of
+    :mod:`kgprobe.estimators`), or None when there is none yet."""
 
     @property
     def responses_per_second(self) -> float:
@@ -267,6 +270,12 @@ class Engine:
             if kg.num_edges < 2_000_000 else None
         groups = [kg.entities[eid].group or "(none)" for eid in kg.entity_ids]
         self._group_of_edge = np.asarray(groups, dtype=object)[kg.subjects] if kg.num_edges else np.empty(0, object)
+        from kgprobe.estimators import group_labels
+
+        # Predicate and entity-group index of every edge, for the per-round mean predictions.
+        self._labels = group_labels(kg)
+        #: An item-response prior (``kgprobe.prior.ItemPrior``) predicting outcomes, or None.
+        self.item_prior = None
         # The state before round 1, to fall back on when an interrupted first round must be undone.
         self._initial = (pkg.state_dict(), sampler.state_dict(), monitor.state_dict())
         self._needs_reload = False
@@ -390,9 +399,16 @@ class Engine:
         remaining = None if cfg.budget is None else cfg.budget - self.queries_spent
         n = min(cfg.batch_size, self.kg.num_active, remaining if remaining is not None else cfg.batch_size)
         self._emit(RoundStarted(r, self.queries_spent, cfg.budget))
+        # Predictions of every outcome from the state before the round: what the
+        # model-assisted estimators correct (kgprobe.estimators).
+        right, predictions = self._predictions()
         selection = self.sampler.select(self.pkg, n, round_rng(cfg.seed, r, 0))
         edges = np.asarray(selection.edges, dtype=np.int64)
         audit = np.asarray(selection.audit, dtype=bool)
+        inclusion = getattr(selection, "inclusion", None)
+        if inclusion is None:
+            # Uniform draws without replacement: each active edge with probability k / N.
+            inclusion = np.where(audit, audit.sum() / self.pkg.num_active, np.nan)
         tasks: list[ProbeTask] = [
             self.probe.render(self.kg, int(edge), round_rng(cfg.seed, r, 1, i)) for i, edge in enumerate(edges)
         ]
@@ -400,7 +416,13 @@ class Engine:
             # A task may cost more than one query; drop trailing tasks so the budget holds.
             cost = np.cumsum([t.num_queries for t in tasks]) if tasks else np.empty(0)
             keep = int(np.searchsorted(cost, remaining, side="right"))
+            drawn = int(audit.sum())
             tasks, edges, audit = tasks[:keep], edges[:keep], audit[:keep]
+            inclusion = np.asarray(inclusion, dtype=np.float64)[:keep]
+            if int(audit.sum()) < drawn:
+                # The budget ended inside the design share: the kept draws are no longer a
+                # sample with known probabilities, so none of them counts as design-based.
+                audit = np.zeros(keep, dtype=bool)
         if not tasks:
             return None
 
@@ -445,9 +467,11 @@ class Engine:
                 sampler_state=_encode_state(self.sampler.state_dict()),
                 convergence_state=_encode_state(self.monitor.state_dict()),
                 probes=[
-                    ProbeRecord(r, i, int(e), bool(a), bool(v.correct), t.question, v.answer, v.detail)
-                    for i, (e, a, t, v) in enumerate(zip(edges, audit, tasks, verdicts))
+                    ProbeRecord(r, i, int(e), bool(a), bool(v.correct), t.question, v.answer, v.detail,
+                                float(right[e]), float(pi) if a else None)
+                    for i, (e, a, t, v, pi) in enumerate(zip(edges, audit, tasks, verdicts, inclusion))
                 ],
+                predictions=predictions,
             )
         )
         summary = RoundSummary(
@@ -468,6 +492,7 @@ class Engine:
             by_group=self._grouped(self._group_of_edge),
             weakest_entities=self._weakest_entities(),
             converged=self.converged,
+            estimate=self._kg_estimate(),
         )
         self.last_summary = summary
         self._emit(RoundFinished(summary))
@@ -497,6 +522,29 @@ class Engine:
             )
         self.store.log_responses(r, phase, requests, responses)
         return responses, False
+
+    # -- predictions and estimates -------------------------------------------------------
+    def _predictions(self) -> tuple[np.ndarray, dict]:
+        """Every edge's predicted chance of a right answer, and its per-group means."""
+        from kgprobe.estimators import predicted_right, round_means
+
+        if self.item_prior is not None:
+            right = self.item_prior.predict(self.pkg)
+        else:
+            right = predicted_right(self.pkg, self.sampler)
+        active = self.kg.active
+        means = {kind: {g: list(v) for g, v in round_means(right, lab, active, names).items()}
+                 for kind, (lab, names) in self._labels.items()}
+        return right, means
+
+    def _kg_estimate(self):
+        from kgprobe.estimators import run_estimates
+
+        try:
+            est = run_estimates(self.store)["kg"]
+        except Exception:  # an estimate is a display aid here; the run must go on
+            return None
+        return est
 
     # -- metrics -------------------------------------------------------------------------
     def _metrics(self):
