@@ -354,18 +354,33 @@ class Run:
     def accuracy_estimate(self, confidence: float = 0.95):
         """Unbiased KG-level accuracy (share of active edges the model answers right), with a CI.
 
-        Thompson sampling over-samples weak edges, so the probed set is biased; this
-        estimate uses only what the sampler marked as its uniform audit sample (see
-        :func:`kgprobe.metrics.kg_accuracy_estimate`).
+        The design-based, model-assisted estimate of :mod:`kgprobe.estimators`: the
+        predictions recorded before each round, corrected by the design-based (audit)
+        probes weighted by their inclusion probabilities. A ``GroupEstimate`` (NaN with
+        ``n == 0`` when the run has no design-based probe).
         """
-        from kgprobe.metrics import kg_accuracy_estimate
+        from kgprobe.estimators import DESIGN, GroupEstimate
 
-        probes = self.store.probe_arrays()
-        return kg_accuracy_estimate(probes["correct"], probes["audit"], confidence=confidence)
+        est = self.estimates(confidence)["kg"]
+        if est is None:
+            nan = float("nan")
+            return GroupEstimate(nan, nan, nan, 0, self.kg.num_active, DESIGN, "no-design-probes")
+        return GroupEstimate(**est)
+
+    def estimates(self, confidence: float = 0.95) -> dict:
+        """KG, per-predicate and per-entity-group accuracy with intervals, each labelled design- or model-based.
+
+        ``{"kg": {...} | None, "by_predicate": {predicate id: {...}}, "by_group": {group: {...}}}``
+        (see :func:`kgprobe.estimators.run_estimates`).
+        """
+        from kgprobe.estimators import run_estimates
+
+        return run_estimates(self.store, confidence=confidence)
 
     def summary(self) -> dict:
         """Everything a report needs, JSON-able."""
-        est = _safe(self.accuracy_estimate)
+        estimates = self.estimates()
+        est = estimates["kg"]
         return {
             "run": self.path,
             "status": self.status,
@@ -378,7 +393,9 @@ class Run:
             "rounds": self.rounds_played,
             "queries_spent": self.queries_spent,
             "metrics": metrics_to_dict(self.metrics),
-            "accuracy_estimate": metrics_to_dict(est) if est is not None else None,
+            "accuracy_estimate": est,
+            "estimates_by_predicate": estimates["by_predicate"],
+            "estimates_by_group": estimates["by_group"],
             "by_predicate": {k: metrics_to_dict(v) for k, v in self.by_predicate.items()},
             "by_group": {k: metrics_to_dict(v) for k, v in self.by_group.items()},
         }

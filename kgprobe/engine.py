@@ -177,9 +177,9 @@ class RoundSummary:
     weakest_entities: list[tuple[str, Any]]
     """(entity id, metrics) of subjects with the highest zero-sense rate, worst first."""
     converged: bool
-    estimate: Any = None
-    """The KG accuracy estimate after this round (``GroupEstimate.as_dict()`` of
-    :mod:`kgprobe.estimators`), or None when there is none yet."""
+    estimates: Any = None
+    """KG, per-predicate and per-group accuracy with intervals after this round
+    (:func:`kgprobe.estimators.run_estimates`), or None when they could not be computed."""
 
     @property
     def responses_per_second(self) -> float:
@@ -492,7 +492,7 @@ class Engine:
             by_group=self._grouped(self._group_of_edge),
             weakest_entities=self._weakest_entities(),
             converged=self.converged,
-            estimate=self._kg_estimate(),
+            estimates=self._estimates(),
         )
         self.last_summary = summary
         self._emit(RoundFinished(summary))
@@ -537,14 +537,13 @@ class Engine:
                  for kind, (lab, names) in self._labels.items()}
         return right, means
 
-    def _kg_estimate(self):
+    def _estimates(self):
         from kgprobe.estimators import run_estimates
 
         try:
-            est = run_estimates(self.store)["kg"]
-        except Exception:  # an estimate is a display aid here; the run must go on
+            return run_estimates(self.store)
+        except Exception:  # a display aid here (reports recompute it); the run must go on
             return None
-        return est
 
     # -- metrics -------------------------------------------------------------------------
     def _metrics(self):

@@ -350,7 +350,7 @@ def run_estimates(store, *, confidence: float = 0.95) -> dict:
         for kind, key in (("predicate", "by_predicate"), ("group", "by_group")):
             out[key] = {g: e.as_dict() for g, e in group_estimates(table, kind, confidence=confidence,
                                                                    direct=direct[kind]).items()}
-        return out
+        return _with_labels(out, kg)
     d = probes["audit"]
     n = int(d.sum())
     if n:
@@ -365,4 +365,38 @@ def run_estimates(store, *, confidence: float = 0.95) -> dict:
         idx = {str(nm): i for i, nm in enumerate(names)}
         out[key] = {g: model_interval(s, f, n_group=int(sizes[kind][idx[g]]), confidence=confidence).as_dict()
                     for g, (s, f) in direct[kind].items()}
+    return _with_labels(out, kg)
+
+
+def _with_labels(out: dict, kg) -> dict:
+    """Each predicate entry gains its label (the report shows labels, the keys are ids)."""
+    for pid, entry in out["by_predicate"].items():
+        entry["label"] = kg.predicates[pid].label if pid in kg.predicates else pid
     return out
+
+
+def format_estimate(est: Mapping | None) -> str:
+    """``"61.2 % [55.0, 67.4] design-based"``-style text of an estimate dict ('n/a' when None)."""
+    if not est or est.get("estimate") is None or not math.isfinite(est["estimate"]):
+        return "n/a"
+    return f"{est['estimate']:.1%} [{est['low']:.1%}, {est['high']:.1%}] {est['basis']}"
+
+
+def compact_line(estimates: Mapping, *, limit: int = 3) -> str:
+    """One line for a live view: KG accuracy and the lowest-accuracy predicates, with intervals.
+
+    ``estimates`` is :func:`run_estimates`' result. E.g. ``"KG accuracy 61% [55, 67]
+    (design) · weakest predicates: capital 32% [20, 45], …"``.
+    """
+    kg = estimates.get("kg")
+    if not kg or kg.get("estimate") is None or not math.isfinite(kg["estimate"]):
+        return "KG accuracy: n/a (no design-based probes yet)"
+    parts = [f"KG accuracy {kg['estimate']:.0%} [{kg['low']:.0%}, {kg['high']:.0%}]"]
+    preds = [(e.get("label", k), e) for k, e in estimates.get("by_predicate", {}).items()
+             if e.get("estimate") is not None and math.isfinite(e["estimate"])]
+    preds.sort(key=lambda kv: kv[1]["estimate"])
+    if preds:
+        parts.append("lowest: " + ", ".join(
+            f"{name} {e['estimate']:.0%} [{e['low']:.0%}, {e['high']:.0%}]{'' if e['basis'] == DESIGN else '*'}"
+            for name, e in preds[:limit]))
+    return " · ".join(parts)

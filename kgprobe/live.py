@@ -223,11 +223,21 @@ class LiveView:
         m = s.metrics
         conv = "converged" if s.converged else "converging"
         replay = " (replayed from store)" if s.replayed else ""
+        est = f"{self.estimate_text(s, limit=0)} | " if getattr(s, "estimates", None) else ""
         return (
             f"round {rounds} | queries {s.queries_spent}{budget} | {s.responses_per_second:.1f} resp/s | "
             f"win {m.win_rate:.1%} zero-sense {m.zero_sense_rate:.1%} all-sense {m.all_sense_rate:.1%} "
-            f"({m.probed_edges} edges) | {conv} | ETA {fmt_duration(self.eta())}{replay}"
+            f"({m.probed_edges} edges) | {est}{conv} | ETA {fmt_duration(self.eta())}{replay}"
         )
+
+    @staticmethod
+    def estimate_text(s: RoundSummary | None, limit: int = 3) -> str:
+        """KG accuracy (and the ``limit`` lowest predicates) with 95 % intervals, one line."""
+        from kgprobe.estimators import compact_line
+
+        if s is None or not getattr(s, "estimates", None):
+            return "KG accuracy: n/a"
+        return compact_line(s.estimates, limit=limit)
 
     # -- rich -------------------------------------------------------------------------
     def render(self):
@@ -315,7 +325,8 @@ class LiveView:
             spark = sparkline([getattr(x.metrics, key) for x in self.history])
             table.add_row(label, f"{value:.1%}", trend, spark)
         if s is not None:
-            table.caption = f"over {s.metrics.probed_edges:,} probed edges"
+            table.caption = (f"rates over {s.metrics.probed_edges:,} probed edges\n"
+                             f"{self.estimate_text(s)} (95% CI; * model-based)")
             table.caption_justify = "left"
         return table
 

@@ -52,6 +52,7 @@ def report_data(run: Run, *, top_entities: int = TOP_ENTITIES, top_weakest: int 
     }
     data["heatmap"] = _heatmap(run, top_entities)
     data["weakest"] = [asdict(w) for w in run.weakest(top_weakest)]
+    data["rates_note"] = RATES_NOTE
     return data
 
 
@@ -117,14 +118,24 @@ def _pct(x) -> str:
     return "–" if x is None else f"{x:.1%}"
 
 
-def _metric_rows(groups: dict, active: dict | None = None) -> list[list[str]]:
+def _metric_rows(groups: dict, active: dict | None = None, estimates: dict | None = None) -> list[list[str]]:
+    from kgprobe.estimators import format_estimate
+
     rows = []
     for name, m in sorted(groups.items(), key=lambda kv: (-kv[1]["zero_sense_rate"], kv[0])):
         row = [name, str(m["probed_edges"])]
         if active is not None:
             row.append(str(active.get(name, "")))
-        rows += [row + [_pct(m["win_rate"]), _pct(m["zero_sense_rate"]), _pct(m["all_sense_rate"])]]
+        row += [_pct(m["win_rate"]), _pct(m["zero_sense_rate"]), _pct(m["all_sense_rate"])]
+        if estimates is not None:
+            row.append(format_estimate(estimates.get(name)))
+        rows.append(row)
     return rows
+
+
+def _by_label(estimates: dict | None) -> dict:
+    """Estimates keyed by display label (predicate entries carry one) instead of id."""
+    return {e.get("label", k): e for k, e in (estimates or {}).items()}
 
 
 def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], str | None]]:
@@ -133,8 +144,9 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
     est = data.get("accuracy_estimate")
     m = data["metrics"]
     est_txt = (
-        f"{est['estimate']:.1%} (95% CI {est['low']:.1%} – {est['high']:.1%}, n = {est['n']} audit probes)"
-        if est else "not available (no uniform audit sample in this run)"
+        f"{est['estimate']:.1%} (95% CI {est['low']:.1%} – {est['high']:.1%}; {est['basis']}, "
+        f"{est['method']}, n = {est['n']} design-based probes)"
+        if est else "not available (no design-based audit sample in this run)"
     )
     settings = [
         ["model", data["model"]],
@@ -152,14 +164,20 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
         ["probed edges", str(m["probed_edges"])],
         ["KG-level accuracy, unbiased", est_txt],
     ]
-    head = ["", "probed", "win", "zero-sense", "all-sense"]
+    # The three KGLens rates describe the edges probed (chosen by the sampler), not the KG;
+    # the accuracy column estimates the whole predicate / group with a 95 % interval.
+    head = ["", "probed", "win", "zero-sense", "all-sense", "accuracy (95% CI, basis)"]
+    by_pred_est = _by_label(data.get("estimates_by_predicate"))
+    by_group_est = data.get("estimates_by_group") or {}
     sections = [
         ("table", "Run", ["setting", "value"], settings, None),
         ("table", "Results", ["metric", "value"], overall, "convergence"),
-        ("table", "Per predicate", ["predicate", "probed", "active", "win", "zero-sense", "all-sense"],
-         _metric_rows(data["by_predicate"], data["predicate_active_edges"]), "by_predicate"),
-        ("table", "Per entity group (of the subject)", head, _metric_rows(data["by_group"]), "by_group"),
-        ("table", f"Per entity (the {len(data['by_entity'])} most-probed subjects)", head,
+        ("table", "Per predicate", ["predicate", "probed", "active", "win", "zero-sense", "all-sense",
+                                    "accuracy (95% CI, basis)"],
+         _metric_rows(data["by_predicate"], data["predicate_active_edges"], by_pred_est), "by_predicate"),
+        ("table", "Per entity group (of the subject)", head, _metric_rows(data["by_group"], None, by_group_est),
+         "by_group"),
+        ("table", f"Per entity (the {len(data['by_entity'])} most-probed subjects)", head[:5],
          _metric_rows(data["by_entity"]), "heatmap"),
     ]
     weak_rows = []
@@ -176,6 +194,15 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
                      weak_rows, None))
     return sections
 
+
+#: What the numbers of the Results table mean, printed under it.
+RATES_NOTE = (
+    "Win, zero-sense and all-sense are rates over the edges probed (chosen by the sampler, which seeks weak "
+    "edges), not estimates for the KG. The accuracy estimates are for all active edges of the KG, predicate "
+    "or group: design-based ones are unbiased whatever the sampler did (predictions corrected by the "
+    "design-based probes, weighted by their inclusion probabilities); model-based ones (no or one "
+    "design-based probe in the group) assume the probed edges represent the group."
+)
 
 _CAPTIONS = {
     "convergence": "Metrics against model queries (dashed: unbiased KG-level accuracy with its 95% interval).",
@@ -208,6 +235,8 @@ def render_markdown(data: dict, plot_files: dict[str, str]) -> str:
         else:
             out.append("(nothing probed yet)")
         out.append("")
+        if title == "Results":
+            out += [RATES_NOTE, ""]
         if plot and plot in plot_files:
             out += [f"![{_CAPTIONS[plot]}]({plot_files[plot]})", "", f"*{_CAPTIONS[plot]}*", ""]
     out.append(f"Run file: `{data['run']}`")
@@ -239,6 +268,8 @@ def render_html(data: dict, plots: dict[str, bytes]) -> str:
             parts.append("</table>")
         else:
             parts.append("<p>(nothing probed yet)</p>")
+        if title == "Results":
+            parts.append(f"<p>{e(RATES_NOTE)}</p>")
         if plot and plot in plots:
             b64 = base64.b64encode(plots[plot]).decode()
             parts.append(f"<figure><img alt='{e(_CAPTIONS[plot])}' src='data:image/png;base64,{b64}'>"
