@@ -429,6 +429,7 @@ def probe(
     store: str | os.PathLike | RunStore | None = None,
     lazy: bool = False,
     listeners: Iterable[Listener] = (),
+    prior: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
 ) -> Run:
     """Probe ``model`` on ``kg`` with an adaptive sampler, within ``budget`` model queries.
 
@@ -461,6 +462,11 @@ def probe(
         Return before playing any round; iterate :meth:`Run.rounds` yourself.
     listeners:
         Callables receiving every engine event.
+    prior:
+        Run files or recorded sweeps of *other* models on the same KG (one or a list):
+        an item-response model of edge difficulty fitted from their answers starts the
+        PKG and predicts each outcome (:mod:`kgprobe.prior`). Another KG, or no shared
+        edge, is an ``InputError``.
     """
     kg_obj = resolve_kg(kg)
     config = EngineConfig(
@@ -477,10 +483,13 @@ def probe(
     )
     config.validate(kg_obj)
     _check_names(config)
+    item_prior = fit_item_prior(kg_obj, prior)
     model_obj, spec = resolve_model(model)
     check_model(config, model_obj)
     run_store = _open_new_store(store, kg_obj, config, model_obj, spec)
     try:
+        if item_prior is not None:
+            run_store.set_meta("item_prior", item_prior.to_json())
         engine = Engine.from_config(kg_obj, model_obj, config, run_store)
     except BaseException:
         run_store.close()
@@ -491,6 +500,18 @@ def probe(
     if not lazy:
         run.finish()
     return run
+
+
+def fit_item_prior(kg: KnowledgeGraph, prior):
+    """The :class:`kgprobe.prior.ItemPrior` from ``prior`` references (None when there are none)."""
+    if prior is None:
+        return None
+    refs = [prior] if isinstance(prior, (str, os.PathLike)) else list(prior)
+    if not refs:
+        return None
+    from kgprobe.prior import prior_from_refs
+
+    return prior_from_refs(kg, [str(r) for r in refs])
 
 
 def _check_names(config: EngineConfig) -> None:

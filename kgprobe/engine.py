@@ -294,7 +294,17 @@ class Engine:
         sampler = make_sampler(config.sampler, **config.sampler_options)
         pkg = ParameterizedKG.from_kg(kg, prior=tuple(config.prior), propagation_weight=config.propagation_weight)
         monitor = ConvergenceMonitor(window=config.convergence_window, tolerance=config.convergence_tolerance)
+        item_prior = None
+        stored_prior = store.meta("item_prior")
+        if stored_prior:
+            # An item-response prior fitted when the run was created (kgprobe.prior): the
+            # PKG starts from it, and it predicts every outcome before each round.
+            from kgprobe.prior import ItemPrior
+
+            item_prior = ItemPrior.from_json(stored_prior)
+            item_prior.start(pkg)
         engine = cls(kg, model, probe, sampler, pkg, monitor, store, config)
+        engine.item_prior = item_prior
         engine._restore()
         return engine
 

@@ -219,7 +219,13 @@ def replay_coverage(
             "ci_halfwidth": round(float(np.nanmean(st["half"])), 4),
             "mean_estimate": round(float(np.nanmean(e)), 4),
             "rmse": round(float(np.sqrt(np.nanmean((e - truth["kg"]) ** 2))), 4),
+            "abs_error": round(float(np.nanmean(np.abs(e - truth["kg"]))), 4),
+            "within_3pt": round(float(np.mean(np.abs(e - truth["kg"]) <= 0.03)), 3),
         }
+    # The floor of any design-unbiased estimate from these probes: even exact predictions
+    # leave each probe's Bernoulli noise, mean θ(1 − θ) over the edges per probe.
+    theta = _theta(sweep)
+    out["bernoulli_variance"] = round(float(np.mean(theta * (1 - theta))), 4)
     for kind, per in grp.items():
         cov = {g: float(np.mean(st["covered"])) for g, st in per.items()}
         vals = np.asarray(list(cov.values()))
