@@ -79,10 +79,14 @@ class GroupEstimate:
     """``design-based`` (unbiased by construction) or ``model-based`` (assumes the probed edges
     represent the group)."""
     method: str
+    se: float = float("nan")
+    """Standard error behind the interval (NaN for a model-based interval)."""
+    df: float = float("inf")
+    """Degrees of freedom of the interval's quantile (inf: normal)."""
 
     def as_dict(self) -> dict:
         return {"estimate": self.estimate, "low": self.low, "high": self.high, "n": self.n,
-                "edges": self.edges, "basis": self.basis, "method": self.method}
+                "edges": self.edges, "basis": self.basis, "method": self.method, "se": self.se, "df": self.df}
 
 
 @dataclass
@@ -103,6 +107,8 @@ class ProbeTable:
     labels: dict[str, np.ndarray]
     round_means: list[dict[str, dict[str, tuple[float, float]]]]
     group_sizes: dict[str, dict[str, int]]
+    edge: np.ndarray | None = None
+    """Edge index of each probe (pairs the design probes of two runs in a comparison)."""
 
 
 def _z_scores(y, yhat, pi, rnd, in_group, m_per_round, mean_pred, n_group) -> np.ndarray:
@@ -161,6 +167,7 @@ def design_estimate(
     est = float(z.mean())
     hits = int(in_g.sum())
     var = float(z.var(ddof=1)) if m > 1 else math.inf
+    df = math.inf
     if group:
         if mean_var is None or n_total is None:
             raise InputError("a group estimate needs the mean predicted variance per round and the KG's size")
@@ -169,11 +176,33 @@ def design_estimate(
         # lands in G with probability N_G/N and then carries (N/N_G)·(y − ŷ).
         floor = float(np.mean(mv[rnd])) * (n_total / n_group)
         var = max(var, floor)
-        q = float(student_t.ppf(0.5 + confidence / 2, max(hits - 1, 1)))
+        df = float(max(hits - 1, 1))
+        q = float(student_t.ppf(0.5 + confidence / 2, df))
     else:
         q = float(norm.ppf(0.5 + confidence / 2))
-    half = q * math.sqrt(var / m)
-    return GroupEstimate(est, max(0.0, est - half), min(1.0, est + half), hits, int(n_group), DESIGN, method)
+    se = math.sqrt(var / m)
+    half = q * se
+    return GroupEstimate(est, max(0.0, est - half), min(1.0, est + half), hits, int(n_group), DESIGN, method,
+                         se, df)
+
+
+def design_scores(table: ProbeTable, kind: str | None = None, group: str | None = None) -> np.ndarray:
+    """The z_i of every design probe of ``table`` for the KG (``kind=None``) or one group."""
+    d = table.design
+    rounds = len(table.round_means)
+    rnd = table.round[d]
+    m_per_round = np.bincount(rnd, minlength=rounds).astype(np.float64)
+    if kind is None:
+        sizes = table.group_sizes["predicate"]
+        n_g = sum(sizes.values())
+        mean_pred = np.array([_kg_mean(table.round_means[t]["predicate"], sizes, n_g) for t in range(rounds)])
+        in_g = np.ones(int(d.sum()), bool)
+    else:
+        n_g = table.group_sizes[kind][group]
+        mean_pred = np.array([table.round_means[t][kind].get(group, (math.nan, 0.0))[0] for t in range(rounds)])
+        in_g = table.labels[kind][d] == group
+    return _z_scores(table.correct[d].astype(np.float64), table.predicted[d], table.inclusion[d], rnd, in_g,
+                     m_per_round, mean_pred, float(n_g))
 
 
 def model_interval(successes: int, failures: int, *, n_group: int, confidence: float = 0.95) -> GroupEstimate:
@@ -318,7 +347,7 @@ def table_from_store(store) -> ProbeTable | None:
              for r in range(1, last + 1)]
     design = probes["audit"]
     table = ProbeTable(probes["correct"], design, probes["predicted"], probes["inclusion"], rounds - 1,
-                       per_probe, means, sizes)
+                       per_probe, means, sizes, probes["edge"])
     return table
 
 
@@ -356,7 +385,9 @@ def run_estimates(store, *, confidence: float = 0.95) -> dict:
     if n:
         k = int(probes["correct"][d].sum())
         low, high = wilson_interval(k, n, confidence)
-        out["kg"] = GroupEstimate(k / n, low, high, n, int(act.sum()), DESIGN, "audit-wilson").as_dict()
+        p = k / n
+        out["kg"] = GroupEstimate(p, low, high, n, int(act.sum()), DESIGN, "audit-wilson",
+                                  math.sqrt(max(p * (1 - p), 1e-12) / n)).as_dict()
     else:
         out["kg"] = None
     sizes = {kind: np.bincount(lab[act], minlength=len(names)) for kind, (lab, names) in labels.items()}

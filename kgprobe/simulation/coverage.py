@@ -138,10 +138,8 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     arr = {k: np.concatenate(v) for k, v in cols.items()}
     labels = {kind: np.asarray(names, dtype=object)[lab[arr["edge"]]]
               for kind, (lab, names) in setup["labels"].items()}
-    table = ProbeTable(arr["correct"], arr["design"], arr["predicted"].astype(np.float64), arr["inclusion"],
-                       arr["round"], labels, means, setup["sizes"])
-    table.edge = arr["edge"]  # type: ignore[attr-defined]  (for model-based fallbacks)
-    return table
+    return ProbeTable(arr["correct"], arr["design"], arr["predicted"].astype(np.float64), arr["inclusion"],
+                      arr["round"], labels, means, setup["sizes"], arr["edge"])
 
 
 def _direct_counts(table: ProbeTable, kind: str) -> dict[str, tuple[int, int]]:
