@@ -108,6 +108,11 @@ def _paired(ta, tb) -> bool:
     return bool(np.array_equal(ta.edge[da], tb.edge[db]) and np.array_equal(ta.round[da], tb.round[db]))
 
 
+def _value(est: dict) -> float:
+    raw = est.get("raw")
+    return est["estimate"] if raw is None else raw
+
+
 def _difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, group: bool, hits: int = 0,
                 confidence: float = 0.95) -> dict | None:
     """A − B with a confidence interval and a two-sided p-value; None when not testable."""
@@ -120,7 +125,8 @@ def _difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, gro
         return None
     if not (np.isfinite(est_a["estimate"]) and np.isfinite(est_b["estimate"])):
         return None
-    diff = est_a["estimate"] - est_b["estimate"]
+    # The unclipped (unbiased) values: their difference is the mean of the paired z differences.
+    diff = _value(est_a) - _value(est_b)
     if za is not None and zb is not None:
         d = za - zb
         var = float(d.var(ddof=1)) / d.size if d.size > 1 else float("inf")

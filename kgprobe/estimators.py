@@ -83,10 +83,13 @@ class GroupEstimate:
     """Standard error behind the interval (NaN for a model-based interval)."""
     df: float = float("inf")
     """Degrees of freedom of the interval's quantile (inf: normal)."""
+    raw: float | None = None
+    """The unbiased value before ``estimate`` was clipped to [0, 1] (design-based only)."""
 
     def as_dict(self) -> dict:
         return {"estimate": self.estimate, "low": self.low, "high": self.high, "n": self.n,
-                "edges": self.edges, "basis": self.basis, "method": self.method, "se": self.se, "df": self.df}
+                "edges": self.edges, "basis": self.basis, "method": self.method, "se": self.se, "df": self.df,
+                "raw": self.raw}
 
 
 @dataclass
@@ -182,8 +185,10 @@ def design_estimate(
         q = float(norm.ppf(0.5 + confidence / 2))
     se = math.sqrt(var / m)
     half = q * se
-    return GroupEstimate(est, max(0.0, est - half), min(1.0, est + half), hits, int(n_group), DESIGN, method,
-                         se, df)
+    # An accuracy lies in [0, 1]; the unbiased value can stray outside on few probes.
+    # Shown clipped (as is the interval); ``raw`` keeps the unbiased number.
+    return GroupEstimate(min(1.0, max(0.0, est)), max(0.0, est - half), min(1.0, est + half), hits, int(n_group),
+                         DESIGN, method, se, df, est)
 
 
 def design_scores(table: ProbeTable, kind: str | None = None, group: str | None = None) -> np.ndarray:
@@ -426,7 +431,7 @@ def compact_line(estimates: Mapping, *, limit: int = 3) -> str:
     preds = [(e.get("label", k), e) for k, e in estimates.get("by_predicate", {}).items()
              if e.get("estimate") is not None and math.isfinite(e["estimate"])]
     preds.sort(key=lambda kv: kv[1]["estimate"])
-    if preds:
+    if preds and limit > 0:
         parts.append("lowest: " + ", ".join(
             f"{name} {e['estimate']:.0%} [{e['low']:.0%}, {e['high']:.0%}]{'' if e['basis'] == DESIGN else '*'}"
             for name, e in preds[:limit]))

@@ -29,6 +29,7 @@ def _outcomes(edges):
 
 
 def test_difference_estimator_is_exactly_unbiased_under_simple_random_sampling():
+    # ``raw`` is the estimate before clipping to [0, 1] (clipping is for display).
     # One round, 2 of 4 edges without replacement (π = 1/2), arbitrary predictions.
     yhat = np.array([0.7, 0.4, 0.6, 0.5])
     expectation = 0.0
@@ -36,7 +37,7 @@ def test_difference_estimator_is_exactly_unbiased_under_simple_random_sampling()
         for y, p in _outcomes(sample):
             s = list(sample)
             est = design_estimate(y, yhat[s], np.full(2, 0.5), [0, 0], [yhat.mean()], n_group=4)
-            expectation += p / 6 * est.estimate
+            expectation += p / 6 * est.raw
     assert expectation == pytest.approx(A, abs=1e-12)
 
 
@@ -52,11 +53,11 @@ def test_horvitz_thompson_difference_is_exactly_unbiased_with_unequal_probabilit
     for sample, ps in design.items():
         s = list(sample)
         for y, p in _outcomes(sample):
-            kg += ps * p * design_estimate(y, yhat[s], pi[s], [0, 0], [yhat.mean()], n_group=4).estimate
+            kg += ps * p * design_estimate(y, yhat[s], pi[s], [0, 0], [yhat.mean()], n_group=4).raw
             # The group {0, 1} (accuracy 0.7): mean prediction over the group, its own N_G.
             in_g = np.isin(s, [0, 1])
             grp += ps * p * design_estimate(y, yhat[s], pi[s], [0, 0], [yhat[:2].mean()], n_group=2,
-                                            in_group=in_g, mean_var=[0.2], n_total=4, group=True).estimate
+                                            in_group=in_g, mean_var=[0.2], n_total=4, group=True).raw
     assert kg == pytest.approx(A, abs=1e-12)
     assert grp == pytest.approx(0.7, abs=1e-12)
 
@@ -78,7 +79,7 @@ def test_unbiased_when_the_predictions_adapt_to_earlier_answers():
                 p2 = mu3[e2] if y2 else 1 - mu3[e2]
                 est = design_estimate([y1, y2], [yhat1[e1], yhat2[e2]], [1 / 3, 1 / 3], [0, 1],
                                       [yhat1.mean(), yhat2.mean()], n_group=3)
-                expectation += p1 * p2 / 9 * est.estimate
+                expectation += p1 * p2 / 9 * est.raw
     assert expectation == pytest.approx(truth, abs=1e-12)
 
 

@@ -163,7 +163,7 @@ def test_compare_pairs_runs_with_the_same_design_and_corrects_for_multiplicity(t
     # Same seed, same batch: the audit draws do not depend on the answers, so both runs
     # drew the same design edges and the difference is paired.
     assert kg_row["scope"] == "KG" and kg_row["paired"] and kg_row["test"] == "paired"
-    assert kg_row["difference"] == pytest.approx(est[0]["kg"]["estimate"] - est[1]["kg"]["estimate"])
+    assert kg_row["difference"] == pytest.approx(est[0]["kg"]["raw"] - est[1]["kg"]["raw"])
     tested = [r for r in diffs["differences"] if r["tested"]]
     assert diffs["family_size"] == len(tested)
     smallest = min(tested, key=lambda r: r["p"])
