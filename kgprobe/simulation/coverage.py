@@ -236,3 +236,33 @@ def replay_coverage(
             "edges": setup["sizes"][kind],
         }
     return out
+
+
+def run_defaults() -> dict:
+    """The sampler, batch and audit fraction a default ``kgprobe run`` uses."""
+    from kgprobe.commands.run import DEFAULTS
+
+    return {"sampler": DEFAULTS["sampler"], "batch": DEFAULTS["batch_size"],
+            "audit_fraction": DEFAULTS["audit_fraction"], "propagation_weight": DEFAULTS["propagation_weight"]}
+
+
+def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 0, kg=None) -> dict:
+    """The keys ``kgprobe bench efficiency --truth`` adds to its JSON line (run defaults, 256 queries).
+
+    ``coverage`` and ``ci_halfwidth`` (mean) of the reported KG interval; ``predicate_coverage``:
+    the share of predicates whose interval held their truth in ≥ 85 % of runs, and the
+    minimum coverage over predicates.
+    """
+    d = run_defaults()
+    out = replay_coverage(sweep, sampler=d["sampler"], audit_fraction=d["audit_fraction"], batch=d["batch"],
+                          propagation_weight=d["propagation_weight"], budget=budget, runs=runs, seed=seed, kg=kg)
+    kg_est = out["ht-difference"]
+    pc = out["predicate_coverage"]
+    return {
+        "coverage": kg_est["coverage"],
+        "ci_halfwidth": kg_est["ci_halfwidth"],
+        "predicate_coverage": {"share": pc["share_at_target"], "min": pc["min"], "target": pc["target"]},
+        "coverage_study": {"runs": runs, "budget": budget, "truth": out["truth"], "estimator": "ht-difference",
+                           "sampler": d["sampler"], "audit_fraction": d["audit_fraction"],
+                           "audit_wilson": out["audit-wilson"], "group_coverage_min": out["group_coverage"]["min"]},
+    }
