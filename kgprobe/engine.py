@@ -536,12 +536,9 @@ class Engine:
     # -- predictions and estimates -------------------------------------------------------
     def _predictions(self) -> tuple[np.ndarray, dict]:
         """Every edge's predicted chance of a right answer, and its per-group means."""
-        from kgprobe.estimators import predicted_right, round_means
+        from kgprobe.estimators import round_means, round_predictions
 
-        if self.item_prior is not None:
-            right = self.item_prior.predict(self.pkg)
-        else:
-            right = predicted_right(self.pkg, self.sampler)
+        right = round_predictions(self.pkg, self.sampler, self.item_prior)
         active = self.kg.active
         means = {kind: {g: list(v) for g, v in round_means(right, lab, active, names).items()}
                  for kind, (lab, names) in self._labels.items()}

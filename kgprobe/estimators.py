@@ -280,6 +280,24 @@ def round_means(predicted_right: np.ndarray, labels: np.ndarray, active: np.ndar
     return {str(names[g]): (float(mean[g] / count[g]), float(var[g] / count[g])) for g in range(k) if count[g] > 0}
 
 
+#: Samplers whose design draws are without replacement *across* rounds (an epoch visits
+#: every edge once): given the past, an edge already visited this epoch cannot be drawn,
+#: so the per-round inclusion probability k / N holds only marginally. Their predictions
+#: are held fixed (independent of the answers), which keeps the estimate unbiased.
+FIXED_PREDICTION_SAMPLERS = ("brute-force",)
+
+
+def round_predictions(pkg, sampler=None, item_prior=None) -> np.ndarray:
+    """The predictions the engine records before a round (see :func:`predicted_right`)."""
+    if sampler is not None and getattr(sampler, "name", "") in FIXED_PREDICTION_SAMPLERS:
+        if item_prior is not None:
+            return item_prior.item_mean(item_prior.ability_prior[0])
+        return np.full(pkg.num_edges, 0.5)
+    if item_prior is not None:
+        return item_prior.predict(pkg)
+    return predicted_right(pkg, sampler)
+
+
 #: Pseudo-count of the predicate-level prior in :func:`predicted_right`.
 PREDICATE_STRENGTH = 2.0
 

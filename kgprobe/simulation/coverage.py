@@ -33,8 +33,8 @@ from kgprobe.estimators import (
     ProbeTable,
     group_estimates,
     kg_estimate,
-    predicted_right,
     round_means,
+    round_predictions,
 )
 from kgprobe.metrics import wilson_interval
 
@@ -119,7 +119,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     spent, t = 0, 0
     while spent < budget:
         n = min(batch, budget - spent)
-        right = item_prior.predict(pkg) if item_prior is not None else predicted_right(pkg, smp)
+        right = round_predictions(pkg, smp, item_prior)
         means.append({kind: round_means(right, lab, setup["active"], names)
                       for kind, (lab, names) in setup["labels"].items()})
         sel = smp.select(pkg, n, rng)
