@@ -44,6 +44,10 @@ from kgprobe.probes.common import unnamed_active_edges
 from kgprobe.sampling.base import Sampler
 from kgprobe.store import ProbeRecord, RoundRecord, RunStore, requests_sha
 
+#: Samplers whose design draws stay uniform (their names promise it, or they do not draw
+#: from the design at all).
+UNTILTED_SAMPLERS = ("uniform", "brute-force")
+
 #: Rounds KGLens runs (n = 64, 60 rounds); the engine's cap when neither a budget nor
 #: ``max_rounds`` is given, so a run always ends.
 DEFAULT_MAX_ROUNDS = 60
@@ -71,6 +75,10 @@ class EngineConfig:
     stop_on_convergence: bool = True
     probe_options: dict[str, Any] = field(default_factory=dict)
     sampler_options: dict[str, Any] = field(default_factory=dict)
+    design_tilt: float = 0.0
+    """Share λ of the design draws' probabilities that leans towards edges predicted wrong
+    (:mod:`kgprobe.sampling.audit`); 0 = uniform, which two runs with the same seed share
+    (so their comparison is paired)."""
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -128,6 +136,8 @@ class EngineConfig:
             raise InputError(f"convergence window must be an integer >= 2, got {self.convergence_window!r}")
         if not (self.convergence_tolerance > 0 and math.isfinite(self.convergence_tolerance)):
             raise InputError(f"convergence tolerance must be a positive number, got {self.convergence_tolerance!r}")
+        if not (isinstance(self.design_tilt, (int, float)) and 0 <= self.design_tilt <= 1):
+            raise InputError(f"design tilt must be a number in [0, 1], got {self.design_tilt!r}")
         if not (self.propagation_weight >= 0 and math.isfinite(self.propagation_weight)):
             raise InputError(f"propagation weight must be >= 0, got {self.propagation_weight!r}")
 
@@ -412,13 +422,20 @@ class Engine:
         # Predictions of every outcome from the state before the round: what the
         # model-assisted estimators correct (kgprobe.estimators).
         right, predictions = self._predictions()
-        selection = self.sampler.select(self.pkg, n, round_rng(cfg.seed, r, 0))
-        edges = np.asarray(selection.edges, dtype=np.int64)
-        audit = np.asarray(selection.audit, dtype=bool)
-        inclusion = getattr(selection, "inclusion", None)
-        if inclusion is None:
-            # Uniform draws without replacement: each active edge with probability k / N.
-            inclusion = np.where(audit, audit.sum() / self.pkg.num_active, np.nan)
+        from kgprobe.sampling.audit import audit_inclusion, design_weights
+
+        # The design share of the batch leans towards edges predicted wrong, with known
+        # probabilities (kgprobe.sampling.audit); uniform and brute force stay as named.
+        if self.config.design_tilt > 0 and self.config.sampler not in UNTILTED_SAMPLERS:
+            self.pkg.design_weights = design_weights(self.pkg, 1.0 - right, self.config.design_tilt)
+        try:
+            selection = self.sampler.select(self.pkg, n, round_rng(cfg.seed, r, 0))
+            edges = np.asarray(selection.edges, dtype=np.int64)
+            audit = np.asarray(selection.audit, dtype=bool)
+            inclusion = np.full(edges.size, np.nan)
+            inclusion[audit] = audit_inclusion(self.pkg, int(audit.sum()), edges[audit])
+        finally:
+            self.pkg.design_weights = None
         tasks: list[ProbeTask] = [
             self.probe.render(self.kg, int(edge), round_rng(cfg.seed, r, 1, i)) for i, edge in enumerate(edges)
         ]

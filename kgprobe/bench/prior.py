@@ -80,7 +80,8 @@ def handle(args) -> int:
         others = [sweep_answers(s, n) for j, (n, s) in enumerate(zip(names, sweeps)) if j != i]
         prior = fit_prior(kg, others)
         common = dict(sampler=sampler, audit_fraction=fraction, budget=args.budget, batch=batch, runs=args.runs,
-                      seed=args.seed, kg=kg)
+                      seed=args.seed, kg=kg, tilt=DEFAULTS.get("design_tilt", 0.0),
+                      propagation_weight=DEFAULTS["propagation_weight"])
         with_prior = replay_coverage(sw, item_prior=prior, **common)
         without = replay_coverage(sw, **common)
         hd, nd = with_prior["ht-difference"], without["ht-difference"]

@@ -39,7 +39,8 @@ DEFAULTS = {
     "convergence_window": 5,
     "convergence_tolerance": 0.01,
     "stop_on_convergence": True,
-    "audit_fraction": 0.125,
+    "audit_fraction": 1.0,
+    "design_tilt": 0.0,
     "probe_options": {},
     "sampler_options": {},
     "prior": [],
@@ -86,10 +87,15 @@ def register(subparsers) -> None:
     s.add_argument("--sampler", default=S, help="thompson, epsilon-greedy, uniform, brute-force, … (default thompson)")
     s.add_argument("--sampler-option", action="append", default=S, metavar="KEY=VALUE", help="a sampler setting")
     s.add_argument("--audit-fraction", type=float, default=S,
-                   help="share of each batch drawn uniformly for the unbiased KG accuracy estimate (default 0.125)")
+                   help="share of each batch drawn by the known-probability design the unbiased estimates rest on "
+                        "(default 1: every probe; lower it to give the sampler's own choices more, at the price "
+                        "of wider intervals)")
     s.add_argument("--prior", nargs="+", default=S, metavar="RUN_OR_SWEEP",
                    help="run files or recorded sweeps of other models on the same KG: an item-response "
                         "model of edge difficulty fitted from them starts the PKG and the estimates")
+    s.add_argument("--design-tilt", type=float, default=S,
+                   help="share (0-1) of the design probabilities leaning towards edges predicted wrong "
+                        "(default 0: uniform, so runs with the same seed compare paired)")
     s.add_argument("--budget", type=int, default=S, help="model queries to spend (default 256)")
     s.add_argument("--batch-size", type=int, default=S, help="edges per round (default 32)")
     s.add_argument("--max-rounds", type=int, default=S, help="stop after this many rounds")
@@ -227,6 +233,7 @@ def handle(args: argparse.Namespace) -> int:
         probe_options=dict(settings["probe_options"]),
         sampler_options=with_audit_fraction(settings["sampler"], settings["sampler_options"],
                                             settings["audit_fraction"]),
+        design_tilt=settings["design_tilt"],
     )
     # Cheap checks first: a typo should not cost a model load.
     config.validate(kg)

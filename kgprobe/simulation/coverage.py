@@ -36,7 +36,9 @@ from kgprobe.estimators import (
     round_means,
     round_predictions,
 )
+from kgprobe.engine import UNTILTED_SAMPLERS
 from kgprobe.metrics import wilson_interval
+from kgprobe.sampling.audit import audit_inclusion, design_weights
 
 
 def _sweep_kg(sweep):
@@ -96,12 +98,12 @@ def replay_setup(sweep, kg=None) -> dict[str, Any]:
         tot = np.bincount(lab[edges], weights=1.0 - theta[edges], minlength=len(names))
         sizes[kind] = {str(names[g]): int(cnt[g]) for g in range(len(names)) if cnt[g]}
         truth[kind] = {str(names[g]): float(tot[g] / cnt[g]) for g in range(len(names)) if cnt[g]}
-    return {"kg": kg, "heads": base.heads, "tails": base.tails, "active": active, "labels": labels,
+    return {"theta": theta, "kg": kg, "heads": base.heads, "tails": base.tails, "active": active, "labels": labels,
             "sizes": sizes, "truth": truth, "predicates": kg.predicate_of}
 
 
 def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, budget: int, batch: int,
-                 seed: int, propagation_weight: float = 1.0, item_prior=None) -> ProbeTable:
+                 seed: int, propagation_weight: float = 1.0, item_prior=None, tilt: float = 0.0) -> ProbeTable:
     """One replayed run; the :class:`ProbeTable` the engine would have recorded."""
     from kgprobe.kg.parameterized import ParameterizedKG
     from kgprobe.sampling import make_sampler
@@ -113,7 +115,6 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     smp = make_sampler(sampler, **sampler_options)
     oracle = make_oracle(sweep, seed)
     rng = np.random.default_rng([seed, 5])
-    n_active = pkg.num_active
     cols: dict[str, list] = {k: [] for k in ("correct", "design", "predicted", "inclusion", "round", "edge")}
     means = []
     spent, t = 0, 0
@@ -122,14 +123,18 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
         right = round_predictions(pkg, smp, item_prior)
         means.append({kind: round_means(right, lab, setup["active"], names)
                       for kind, (lab, names) in setup["labels"].items()})
+        if tilt and sampler not in UNTILTED_SAMPLERS:
+            pkg.design_weights = design_weights(pkg, 1.0 - right, tilt)
         sel = smp.select(pkg, n, rng)
-        ok = np.asarray(oracle.answer(sel.edges), dtype=bool)
         audit = np.asarray(sel.audit, bool)
-        k = int(audit.sum())
+        inclusion = np.full(sel.edges.size, np.nan)
+        inclusion[audit] = audit_inclusion(pkg, int(audit.sum()), sel.edges[audit])
+        pkg.design_weights = None
+        ok = np.asarray(oracle.answer(sel.edges), dtype=bool)
         cols["correct"].append(ok)
         cols["design"].append(audit)
         cols["predicted"].append(right[sel.edges])
-        cols["inclusion"].append(np.where(audit, k / n_active, np.nan))
+        cols["inclusion"].append(inclusion)
         cols["round"].append(np.full(sel.edges.size, t))
         cols["edge"].append(sel.edges)
         pkg.update(sel.edges, ok)
@@ -167,6 +172,7 @@ def replay_coverage(
     propagation_weight: float = 1.0,
     item_prior=None,
     kg=None,
+    tilt: float = 0.0,
 ) -> dict:
     """Coverage and half-width of the accuracy intervals over ``runs`` replayed runs.
 
@@ -186,10 +192,16 @@ def replay_coverage(
     kg_stats: dict[str, dict[str, list]] = {m: {"covered": [], "half": [], "est": []}
                                             for m in ("ht-difference", "audit-wilson")}
     grp = {kind: {g: {"covered": [], "model": []} for g in truth[kind]} for kind in ("predicate", "group")}
+    weak_probes: list[float] = []
+    weak_found: list[int] = []
     for r in range(runs):
         table = simulate_run(setup, sweep, sampler=sampler, sampler_options=opts, budget=budget, batch=batch,
-                             seed=seed * 100_003 + r, propagation_weight=propagation_weight, item_prior=item_prior)
+                             seed=seed * 100_003 + r, propagation_weight=propagation_weight, item_prior=item_prior,
+                             tilt=tilt)
         est = kg_estimate(table, confidence=confidence)
+        weak = setup["theta"][table.edge] > 0.5
+        weak_probes.append(float(weak.mean()))
+        weak_found.append(int(np.unique(table.edge[weak]).size))
         d = table.design
         k, n = int(table.correct[d].sum()), int(d.sum())
         lo, hi = wilson_interval(k, n, confidence)
@@ -209,7 +221,7 @@ def replay_coverage(
                 st["covered"].append(bool(ge.low <= truth[kind][g] <= ge.high))
                 st["model"].append(ge.basis == MODEL)
     out: dict[str, Any] = {"truth": round(truth["kg"], 4), "runs": runs, "budget": budget, "batch": batch,
-                           "sampler": sampler, "sampler_options": opts}
+                           "sampler": sampler, "sampler_options": opts, "design_tilt": tilt}
     for name, st in kg_stats.items():
         e = np.asarray(st["est"], dtype=np.float64)
         out[name] = {
@@ -224,6 +236,11 @@ def replay_coverage(
     # leave each probe's Bernoulli noise, mean θ(1 − θ) over the edges per probe.
     theta = _theta(sweep)
     out["bernoulli_variance"] = round(float(np.mean(theta * (1 - theta))), 4)
+    # What the blind-spot search got: share of probes on edges the model gets wrong more
+    # often than not (θ > ½), and how many such edges a run probed at least once.
+    out["weak_probe_share"] = round(float(np.mean(weak_probes)), 3)
+    out["weak_edges_found"] = round(float(np.mean(weak_found)), 1)
+    out["weak_edges"] = int(np.sum(theta > 0.5))
     for kind, per in grp.items():
         cov = {g: float(np.mean(st["covered"])) for g, st in per.items()}
         vals = np.asarray(list(cov.values()))
@@ -243,7 +260,8 @@ def run_defaults() -> dict:
     from kgprobe.commands.run import DEFAULTS
 
     return {"sampler": DEFAULTS["sampler"], "batch": DEFAULTS["batch_size"],
-            "audit_fraction": DEFAULTS["audit_fraction"], "propagation_weight": DEFAULTS["propagation_weight"]}
+            "audit_fraction": DEFAULTS["audit_fraction"], "propagation_weight": DEFAULTS["propagation_weight"],
+            "design_tilt": DEFAULTS.get("design_tilt", 0.0)}
 
 
 def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 0, kg=None) -> dict:
@@ -255,7 +273,8 @@ def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 
     """
     d = run_defaults()
     out = replay_coverage(sweep, sampler=d["sampler"], audit_fraction=d["audit_fraction"], batch=d["batch"],
-                          propagation_weight=d["propagation_weight"], budget=budget, runs=runs, seed=seed, kg=kg)
+                          propagation_weight=d["propagation_weight"], budget=budget, runs=runs, seed=seed, kg=kg,
+                          tilt=d["design_tilt"])
     kg_est = out["ht-difference"]
     pc = out["predicate_coverage"]
     return {

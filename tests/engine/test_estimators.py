@@ -176,3 +176,30 @@ def test_replay_study_the_estimate_is_centred_on_the_truth_and_the_interval_cove
     assert est["coverage"] >= 0.85
     assert set(out["predicate_coverage"]["per_label"]) == {kg.predicate_id(int(p)) for p in
                                                            np.unique(kg.predicate_of[edges])}
+
+
+def test_systematic_design_draws_each_edge_with_its_inclusion_probability_exactly():
+    from kgprobe.sampling.audit import draw_systematic, inclusion_probabilities
+
+    # Weights 1:2:3:4 for 2 draws: π = 2·w/10 = 0.2, 0.4, 0.6, 0.8. With weights 1:1:1:7
+    # the last would get 1.4: it is capped at 1 and the other draw shared 1/3 each.
+    assert inclusion_probabilities(np.array([1.0, 2, 3, 4]), 2) == pytest.approx([0.2, 0.4, 0.6, 0.8])
+    assert inclusion_probabilities(np.array([1.0, 1, 1, 7, 0]), 2) == pytest.approx([1 / 3] * 3 + [1, 0])
+    # Exact: for a fixed order the draw is a step function of the start u; integrate over
+    # u's breakpoints for every one of the 4! orders.
+    pi = np.array([0.2, 0.4, 0.6, 0.8])
+    freq = np.zeros(4)
+    for order in itertools.permutations(range(4)):
+        cum = np.cumsum(pi[list(order)])
+        cuts = np.unique(np.round(np.concatenate([[0.0, 1.0], np.mod(cum, 1.0)]), 12))
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            u = (lo + hi) / 2
+            points = u + np.arange(2)
+            picked = [order[j] for j in range(4) if np.any((points > (cum[j] - pi[order[j]])) & (points <= cum[j]))]
+            assert len(picked) == 2
+            freq[picked] += (hi - lo) / 24
+    assert freq == pytest.approx(pi, abs=1e-12)
+    # The implementation draws exactly 2 distinct edges.
+    rng = np.random.default_rng(0)
+    draws = [draw_systematic(pi, rng) for _ in range(200)]
+    assert all(d.size == 2 and np.unique(d).size == 2 for d in draws)

@@ -29,7 +29,8 @@ def kgprobe_cli(*args, cwd=None):
 
 
 def test_each_probe_records_its_prediction_and_inclusion_probability(tmp_path, countries, sim_model):
-    run = kgprobe.probe(countries, sim_model, budget=64, batch_size=32, seed=0, store=tmp_path / "a.kgrun")
+    run = kgprobe.probe(countries, sim_model, budget=64, batch_size=32, seed=0, store=tmp_path / "a.kgrun",
+                        audit_fraction=0.125, design_tilt=0.5)
     run.close()
     with RunStore.open(tmp_path / "a.kgrun") as store:
         probes = store.probe_arrays()
@@ -39,11 +40,14 @@ def test_each_probe_records_its_prediction_and_inclusion_probability(tmp_path, c
         # empty pool, (0 + 1) / (0 + 2) = ½, and so is every group mean (variance ¼).
         assert np.all(probes["predicted"][r1] == 0.5)
         assert preds[1]["predicate"]["P36"] == [0.5, 0.25]
-        # Audit fraction 1/8 of 32: 4 uniform draws among the 3,246 active edges.
+        # Audit fraction 1/8 of 32: 4 design draws among the 3,246 active edges. Before round
+        # 1 every edge is predicted alike, so the tilted design is uniform: π = 4 / 3,246.
         audit = probes["audit"]
         assert int(audit[r1].sum()) == 4
         assert probes["inclusion"][audit & r1] == pytest.approx(4 / countries.num_active)
         assert np.isnan(probes["inclusion"][~audit]).all()
+        # Round 2 tilts half of the design towards edges predicted wrong: π_j = 4 · w_j with
+        # w_j = ½ / N + ½ · θ̂_j / Σ θ̂ (no edge reaches π = 1 here).
         # Round 2's predictions are those of the PKG after round 1.
         pkg = ParameterizedKG.from_kg(countries)
         pkg.load_state_dict(store.pkg_state(1))
@@ -52,6 +56,10 @@ def test_each_probe_records_its_prediction_and_inclusion_probability(tmp_path, c
         right = predicted_right(pkg, make_sampler("thompson"))
         r2 = probes["round"] == 2
         assert probes["predicted"][r2] == pytest.approx(right[probes["edge"][r2]])
+        err = (1 - right) * countries.active
+        w = 0.5 / countries.num_active + 0.5 * err / err.sum()
+        a2 = audit & r2
+        assert probes["inclusion"][a2] == pytest.approx(4 * w[probes["edge"][a2]])
 
 
 def _downgrade_to_format_1(path):
