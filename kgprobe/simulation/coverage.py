@@ -119,7 +119,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     means = []
     spent, t = 0, 0
     while spent < budget:
-        n = min(batch, budget - spent)
+        n = min(batch, budget - spent, pkg.num_active)  # a batch never exceeds the active edges
         right = round_predictions(pkg, smp, item_prior)
         means.append({kind: round_means(right, lab, setup["active"], names)
                       for kind, (lab, names) in setup["labels"].items()})
