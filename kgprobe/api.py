@@ -397,6 +397,7 @@ class Run:
             "rounds": self.rounds_played,
             "queries_spent": self.queries_spent,
             "metrics": metrics_to_dict(self.metrics),
+            "prior": _prior_summary(self.store.meta("item_prior")),
             "accuracy_estimate": est,
             "estimates_by_predicate": estimates["by_predicate"],
             "estimates_by_group": estimates["by_group"],
@@ -406,6 +407,14 @@ class Run:
 
     def __repr__(self) -> str:
         return f"Run({self.path!r}, status={self.status}, rounds={self.rounds_played})"
+
+
+def _prior_summary(text: str) -> dict | None:
+    """Sources, their abilities and the shared edges of a run's item-response prior (None without one)."""
+    if not text:
+        return None
+    d = json.loads(text)
+    return {"sources": d["sources"], "abilities": d["abilities"], "shared_edges": d["shared_edges"]}
 
 
 def _safe(fn):

@@ -157,6 +157,9 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
         ["budget", f"{data['queries_spent']} of {cfg['budget'] or 'unlimited'} queries in {data['rounds']} rounds"],
         ["status", f"{data['status']} ({data['stop_reason'] or '–'})"],
     ]
+    if data.get("prior"):
+        pr = data["prior"]
+        settings.append(["prior (item response)", f"{', '.join(pr['sources'])} ({pr['shared_edges']} shared edges)"])
     overall = [
         ["win rate (probed edges)", _pct(m["win_rate"])],
         ["zero-sense rate (probed edges)", _pct(m["zero_sense_rate"])],
