@@ -335,15 +335,25 @@ def predicted_right(pkg, sampler=None) -> np.ndarray:
 
 
 def group_labels(kg) -> dict[str, tuple[np.ndarray, list[str]]]:
-    """Per edge of ``kg`` its predicate and subject entity group, as (index array, names)."""
+    """Per edge of ``kg`` its predicate and subject entity group, as (index array, names).
+
+    Cached on the graph (a KG is not changed after loading): the engine asks every round.
+    """
+    cached = getattr(kg, "_estimator_labels", None)
+    if cached is not None:
+        return cached
     pred_names = [kg.predicate_id(i) for i in range(len(kg.predicates))]
     groups = [kg.entities[e].group or "(none)" for e in kg.entity_ids]
     names = sorted(set(groups))
     index = {g: i for i, g in enumerate(names)}
     group_of_entity = np.asarray([index[g] for g in groups], dtype=np.int64)
     group_of_edge = group_of_entity[kg.subjects] if kg.num_edges else np.empty(0, np.int64)
-    return {"predicate": (np.asarray(kg.predicate_of, dtype=np.int64), pred_names),
-            "group": (group_of_edge, names)}
+    out = {"predicate": (np.asarray(kg.predicate_of, dtype=np.int64), pred_names), "group": (group_of_edge, names)}
+    try:
+        kg._estimator_labels = out
+    except AttributeError:  # a graph type with slots: recompute next time
+        pass
+    return out
 
 
 def table_from_store(store) -> ProbeTable | None:
