@@ -147,6 +147,17 @@ def _difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, gro
     return {"difference": diff, "low": diff - q * se, "high": diff + q * se, "se": se, "p": p, "test": kind}
 
 
+def _untested(d, est_a, est_b) -> dict:
+    """Why a difference was not tested (empty when it was)."""
+    from kgprobe.estimators import DESIGN
+
+    if d is not None:
+        return {}
+    if not est_a or not est_b or est_a.get("basis") != DESIGN or est_b.get("basis") != DESIGN:
+        return {"reason": "model-based"}
+    return {"reason": "too few design probes or no variation"}
+
+
 def accuracy_differences(runs: list[Run], names: list[str], *, confidence: float = 0.95) -> dict:
     """KG and per-predicate accuracy differences of every pair of runs, Holm-corrected.
 
@@ -173,7 +184,8 @@ def accuracy_differences(runs: list[Run], names: list[str], *, confidence: float
             if paired:
                 za, zb = design_scores(ta), design_scores(tb)
             d = _difference(estimates[i]["kg"], estimates[j]["kg"], za, zb, group=False, confidence=confidence)
-            rows.append({"a": names[i], "b": names[j], "scope": "KG", "label": "KG", **(d or {}), "tested": d is not None})
+            rows.append({"a": names[i], "b": names[j], "pair": [i, j], "scope": "KG", "label": "KG", **(d or {}),
+                         "tested": d is not None, **_untested(d, estimates[i]["kg"], estimates[j]["kg"])})
             preds = sorted(set(estimates[i]["by_predicate"]) & set(estimates[j]["by_predicate"]))
             for pid in preds:
                 ea, eb = estimates[i]["by_predicate"][pid], estimates[j]["by_predicate"][pid]
@@ -183,8 +195,9 @@ def accuracy_differences(runs: list[Run], names: list[str], *, confidence: float
                     za, zb = design_scores(ta, "predicate", pid), design_scores(tb, "predicate", pid)
                     hits = int((ta.labels["predicate"][ta.design] == pid).sum())
                 d = _difference(ea, eb, za, zb, group=True, hits=hits, confidence=confidence)
-                rows.append({"a": names[i], "b": names[j], "scope": "predicate", "predicate": pid,
-                             "label": ea.get("label", pid), **(d or {}), "tested": d is not None})
+                rows.append({"a": names[i], "b": names[j], "pair": [i, j], "scope": "predicate", "predicate": pid,
+                             "label": ea.get("label", pid), **(d or {}), "tested": d is not None,
+                             **_untested(d, ea, eb)})
             for row in rows[-(len(preds) + 1):]:
                 row["paired"] = paired
     tested = [r for r in rows if r["tested"]]
