@@ -369,7 +369,9 @@ class Run:
         if est is None:
             nan = float("nan")
             return GroupEstimate(nan, nan, nan, 0, self.kg.num_active, DESIGN, "no-design-probes")
-        return GroupEstimate(**est)
+        nan = float("nan")
+        return GroupEstimate(**{k: (nan if v is None and k in ("estimate", "low", "high", "se") else
+                                    float("inf") if v is None and k == "df" else v) for k, v in est.items()})
 
     def estimates(self, confidence: float = 0.95) -> dict:
         """KG, per-predicate and per-entity-group accuracy with intervals, each labelled design- or model-based.

@@ -123,7 +123,7 @@ def _difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, gro
 
     if not est_a or not est_b or est_a.get("basis") != DESIGN or est_b.get("basis") != DESIGN:
         return None
-    if not (np.isfinite(est_a["estimate"]) and np.isfinite(est_b["estimate"])):
+    if est_a.get("estimate") is None or est_b.get("estimate") is None:
         return None
     # The unclipped (unbiased) values: their difference is the mean of the paired z differences.
     diff = _value(est_a) - _value(est_b)
@@ -135,8 +135,10 @@ def _difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, gro
             return None
         kind = "paired"
     else:
+        if est_a.get("se") is None or est_b.get("se") is None:
+            return None
         var = est_a["se"] ** 2 + est_b["se"] ** 2
-        df = min(est_a.get("df", float("inf")), est_b.get("df", float("inf")))
+        df = min(est_a.get("df") or float("inf"), est_b.get("df") or float("inf"))
         kind = "independent"
     if not (var > 0 and np.isfinite(var)):
         return None

@@ -87,9 +87,11 @@ class GroupEstimate:
     """The unbiased value before ``estimate`` was clipped to [0, 1] (design-based only)."""
 
     def as_dict(self) -> dict:
-        return {"estimate": self.estimate, "low": self.low, "high": self.high, "n": self.n,
-                "edges": self.edges, "basis": self.basis, "method": self.method, "se": self.se, "df": self.df,
-                "raw": self.raw}
+        """JSON-able: non-finite numbers (no estimate, no standard error, normal df) become None."""
+        d = {"estimate": self.estimate, "low": self.low, "high": self.high, "n": self.n,
+             "edges": self.edges, "basis": self.basis, "method": self.method, "se": self.se, "df": self.df,
+             "raw": self.raw}
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in d.items()}
 
 
 @dataclass

@@ -6,6 +6,7 @@ command line (they stop before any model is loaded).
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -31,6 +32,10 @@ def kgprobe_cli(*args, cwd=None):
 def test_each_probe_records_its_prediction_and_inclusion_probability(tmp_path, countries, sim_model):
     run = kgprobe.probe(countries, sim_model, budget=64, batch_size=32, seed=0, store=tmp_path / "a.kgrun",
                         audit_fraction=0.125, design_tilt=0.5)
+    # Strict JSON (no NaN / Infinity) with every estimate labelled.
+    summary = json.loads(json.dumps(run.summary(), allow_nan=False))
+    assert summary["accuracy_estimate"]["basis"] == "design-based"
+    assert {e["basis"] for e in summary["estimates_by_predicate"].values()} <= {"design-based", "model-based"}
     run.close()
     with RunStore.open(tmp_path / "a.kgrun") as store:
         probes = store.probe_arrays()
