@@ -52,8 +52,9 @@ if TYPE_CHECKING:
 RUN_SUFFIX = ".kgrun"
 #: The path of a run kept in memory (``store=None``).
 MEMORY = ":memory:"
-#: Share of each batch drawn uniformly for the unbiased estimate; the one value lives in
-#: :data:`kgprobe.settings.RUN_DEFAULTS`.
+#: Share of each batch drawn by the design with known inclusion probabilities
+#: (:mod:`kgprobe.sampling.audit`); the one value lives in
+#: :data:`kgprobe.settings.RUN_DEFAULTS` (all of the batch, see the reason there).
 DEFAULT_AUDIT_FRACTION = RUN_DEFAULTS["audit_fraction"]
 
 
@@ -410,22 +411,37 @@ class Run:
     def accuracy_estimate(self, confidence: float = 0.95, *, up_to_round: int | None = None) -> "AccuracyEstimate":
         """Unbiased KG-level accuracy (share of active edges the model answers right), with a CI.
 
-        Thompson sampling over-samples weak edges, so the probed set is biased; this
-        estimate uses only what the sampler marked as its uniform audit sample (see
-        :func:`kgprobe.metrics.kg_accuracy_estimate`).
+        The design-based, model-assisted estimate of :mod:`kgprobe.estimators`: the
+        predictions recorded before each round, corrected by the design-based (audit)
+        probes weighted by their inclusion probabilities. A ``GroupEstimate`` (NaN with
+        ``n == 0`` when the run has no design-based probe).
         """
-        from kgprobe.metrics import kg_accuracy_estimate
+        from kgprobe.estimators import DESIGN, GroupEstimate
 
-        probes = self.store.probe_arrays()
-        if up_to_round is not None:
-            # The estimate as it stood after that round (the report plots its history).
-            keep = probes["round"] <= up_to_round
-            probes = {k: v[keep] for k, v in probes.items()}
-        return kg_accuracy_estimate(probes["correct"], probes["audit"], confidence=confidence)
+        est = self.estimates(confidence, up_to_round=up_to_round)["kg"]
+        if est is None:
+            nan = float("nan")
+            return GroupEstimate(nan, nan, nan, 0, self.kg.num_active, DESIGN, "no-design-probes")
+        nan = float("nan")
+        return GroupEstimate(**{k: (nan if v is None and k in ("estimate", "low", "high", "se") else
+                                    float("inf") if v is None and k == "df" else v) for k, v in est.items()})
+
+    def estimates(self, confidence: float = 0.95, *, up_to_round: int | None = None) -> dict:
+        """KG, per-predicate and per-entity-group accuracy with intervals, each labelled design- or model-based.
+
+        ``{"kg": {...} | None, "by_predicate": {predicate id: {...}}, "by_group": {group: {...}}}``
+        (see :func:`kgprobe.estimators.run_estimates`); ``up_to_round``: as it stood after
+        that round (the report plots the estimate's history).
+        """
+        from kgprobe.estimators import run_estimates
+
+        store = self.store if up_to_round is None else _StoreUpToRound(self.store, up_to_round)
+        return run_estimates(store, confidence=confidence)
 
     def summary(self) -> dict:
         """Everything a report needs, JSON-able."""
-        est = _safe(self.accuracy_estimate)
+        estimates = self.estimates()
+        est = estimates["kg"]
         return {
             "run": self.path,
             "protocol": self.protocol,
@@ -439,7 +455,10 @@ class Run:
             "rounds": self.rounds_played,
             "queries_spent": self.queries_spent,
             "metrics": metrics_to_dict(self.metrics),
-            "accuracy_estimate": metrics_to_dict(est) if est is not None else None,
+            "prior": _prior_summary(self.store.meta("item_prior")),
+            "accuracy_estimate": est,
+            "estimates_by_predicate": estimates["by_predicate"],
+            "estimates_by_group": estimates["by_group"],
             "by_predicate": {k: metrics_to_dict(v) for k, v in self.by_predicate.items()},
             "by_group": {k: metrics_to_dict(v) for k, v in self.by_group.items()},
         }
@@ -448,10 +467,37 @@ class Run:
         return f"Run({self.path!r}, status={self.status}, rounds={self.rounds_played})"
 
 
+def _prior_summary(text: str) -> dict | None:
+    """Sources, their abilities and the shared edges of a run's item-response prior (None without one)."""
+    if not text:
+        return None
+    d = json.loads(text)
+    return {"sources": d["sources"], "abilities": d["abilities"], "shared_edges": d["shared_edges"]}
+
+
 def _safe(fn):
     """The estimate, or None when there is none (no audit probes in the run)."""
     est = fn()
     return None if est.n == 0 else est
+
+
+class _StoreUpToRound:
+    """A read-only view of a run store as it stood after round ``last`` (for estimate histories)."""
+
+    def __init__(self, store: RunStore, last: int):
+        self._store, self._last = store, int(last)
+        self.kg = store.kg
+
+    def probe_arrays(self) -> dict:
+        probes = self._store.probe_arrays()
+        keep = probes["round"] <= self._last
+        return {k: v[keep] for k, v in probes.items()}
+
+    def round_predictions(self) -> dict:
+        return {r: p for r, p in self._store.round_predictions().items() if r <= self._last}
+
+    def last_round(self) -> int:
+        return min(self._store.last_round(), self._last)
 
 
 # -- entry points ------------------------------------------------------------------------
@@ -488,6 +534,8 @@ def probe(
     progress: bool = True,
     lazy: bool = False,
     listeners: Iterable[Listener] = (),
+    prior: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
+    design_tilt: float = DEFAULT,
 ) -> "Run":
     """Probe ``model`` on ``kg`` with an adaptive sampler, within ``budget`` model queries.
 
@@ -517,8 +565,10 @@ def probe(
         Options merged key by key over the method's / sampler's defaults (type-checked);
         backend settings for a model spec (e.g. ``{"dtype": "bfloat16"}``).
     audit_fraction:
-        Share of each batch the sampler draws uniformly at random for the unbiased
-        KG-level accuracy estimate (for samplers that take ``audit_fraction``).
+        Share of each batch drawn by the design with known inclusion probabilities
+        (uniform, or tilted towards edges predicted wrong by ``design_tilt``) that the
+        unbiased estimates rest on; the rest is the sampler's own choice (for samplers
+        that take ``audit_fraction``). Default 1.
     convergence:
         True (default window 5, tolerance 0.01), False (never stop on convergence),
         ``(window, tolerance)`` or ``{"window":…, "tolerance":…, "stop": bool}``.
@@ -537,17 +587,28 @@ def probe(
         Return before playing any round; iterate :meth:`Run.rounds` yourself.
     listeners:
         Callables receiving every engine event.
+    prior:
+        Run files or recorded sweeps of *other* models on the same KG (one or a list):
+        an item-response model of edge difficulty fitted from their answers starts the
+        PKG and predicts each outcome (:mod:`kgprobe.prior`). Another KG, or no shared
+        edge, is an ``InputError``.
+    design_tilt:
+        Share (0–1) of the design probabilities leaning towards edges predicted wrong
+        (:mod:`kgprobe.sampling.audit`); 0 (default) keeps the design uniform, so runs
+        with the same seed share their design edges and compare paired.
     """
     from kgprobe.settings import engine_config
 
     settings = probe_settings(kg=kg, method=method, budget=budget, batch_size=batch_size, max_rounds=max_rounds,
                               sampler=sampler, seed=seed, convergence=convergence,
                               propagation_weight=propagation_weight, probe_options=probe_options,
-                              sampler_options=sampler_options, audit_fraction=audit_fraction)
+                              sampler_options=sampler_options, audit_fraction=audit_fraction,
+                              design_tilt=design_tilt)
     kg_obj = resolve_kg(settings["kg"])
     config = engine_config(settings)
     config.validate(kg_obj)
     _check_names(config)
+    item_prior = fit_item_prior(kg_obj, prior)
     if model is DEFAULT:
         model = settings["model"]
     model_obj, spec = resolve_model(model, model_options)
@@ -556,6 +617,8 @@ def probe(
     if model_options and isinstance(model, str):
         run_store.set_meta("model_options", json.dumps(model_options, sort_keys=True))
     try:
+        if item_prior is not None:
+            run_store.set_meta("item_prior", item_prior.to_json())
         engine = Engine.from_config(kg_obj, model_obj, config, run_store)
     except BaseException:
         run_store.close()
@@ -591,6 +654,18 @@ def probe_settings(**kwargs) -> dict:
     if kg is not None and not isinstance(kg, (str, os.PathLike)):
         settings["kg"] = kg
     return settings
+
+
+def fit_item_prior(kg: KnowledgeGraph, prior):
+    """The :class:`kgprobe.prior.ItemPrior` from ``prior`` references (None when there are none)."""
+    if prior is None:
+        return None
+    refs = [prior] if isinstance(prior, (str, os.PathLike)) else list(prior)
+    if not refs:
+        return None
+    from kgprobe.prior import prior_from_refs
+
+    return prior_from_refs(kg, [str(r) for r in refs])
 
 
 def _check_names(config: EngineConfig) -> None:

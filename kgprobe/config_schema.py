@@ -58,6 +58,8 @@ SCHEMA: dict[str, Rule] = {
     "convergence_tolerance": Rule("float", low=0, low_open=True),
     "stop_on_convergence": Rule("bool"),
     "audit_fraction": Rule("float", low=0, high=1),
+    "design_tilt": Rule("float", low=0, high=1),
+    "prior": Rule("list[str]", optional=True),
     "probe_options": Rule("table"),
     "sampler_options": Rule("table"),
     "out": Rule("str"),

@@ -46,6 +46,10 @@ from kgprobe.probes.common import unnamed_active_edges
 from kgprobe.sampling.base import Sampler
 from kgprobe.store import REPLAY_WINDOW_ENV, ProbeRecord, RoundRecord, RunStore, requests_sha
 
+#: Samplers whose design draws stay uniform (their names promise it, or they do not draw
+#: from the design at all).
+UNTILTED_SAMPLERS = ("uniform", "brute-force")
+
 #: Rounds KGLens runs (n = 64, 60 rounds); the engine's cap when neither a budget nor
 #: ``max_rounds`` is given, so a run always ends.
 DEFAULT_MAX_ROUNDS = 60
@@ -73,6 +77,10 @@ class EngineConfig:
     stop_on_convergence: bool = True
     probe_options: dict[str, Any] = field(default_factory=dict)
     sampler_options: dict[str, Any] = field(default_factory=dict)
+    design_tilt: float = 0.0
+    """Share λ of the design draws' probabilities that leans towards edges predicted wrong
+    (:mod:`kgprobe.sampling.audit`); 0 = uniform, which two runs with the same seed share
+    (so their comparison is paired)."""
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -130,6 +138,8 @@ class EngineConfig:
             raise InputError(f"convergence window must be an integer >= 2, got {self.convergence_window!r}")
         if not (self.convergence_tolerance > 0 and math.isfinite(self.convergence_tolerance)):
             raise InputError(f"convergence tolerance must be a positive number, got {self.convergence_tolerance!r}")
+        if not (isinstance(self.design_tilt, (int, float)) and 0 <= self.design_tilt <= 1):
+            raise InputError(f"design tilt must be a number in [0, 1], got {self.design_tilt!r}")
         if not (self.propagation_weight >= 0 and math.isfinite(self.propagation_weight)):
             raise InputError(f"propagation weight must be >= 0, got {self.propagation_weight!r}")
 
@@ -179,6 +189,9 @@ class RoundSummary:
     weakest_entities: list[tuple[str, Any]]
     """(entity id, metrics) of subjects with the highest zero-sense rate, worst first."""
     converged: bool
+    estimates: Any = None
+    """KG, per-predicate and per-group accuracy with intervals after this round
+    (:func:`kgprobe.estimators.run_estimates`), or None when they could not be computed."""
 
     @property
     def responses_per_second(self) -> float:
@@ -269,6 +282,12 @@ class Engine:
             if kg.num_edges < 2_000_000 else None
         groups = [kg.entities[eid].group or "(none)" for eid in kg.entity_ids]
         self._group_of_edge = np.asarray(groups, dtype=object)[kg.subjects] if kg.num_edges else np.empty(0, object)
+        from kgprobe.estimators import group_labels
+
+        # Predicate and entity-group index of every edge, for the per-round mean predictions.
+        self._labels = group_labels(kg)
+        #: An item-response prior (``kgprobe.prior.ItemPrior``) predicting outcomes, or None.
+        self.item_prior = None
         # The state before round 1, to fall back on when an interrupted first round must be undone.
         self._initial = (pkg.state_dict(), sampler.state_dict(), monitor.state_dict())
         self._needs_reload = False
@@ -287,7 +306,17 @@ class Engine:
         sampler = make_sampler(config.sampler, **config.sampler_options)
         pkg = ParameterizedKG.from_kg(kg, prior=tuple(config.prior), propagation_weight=config.propagation_weight)
         monitor = ConvergenceMonitor(window=config.convergence_window, tolerance=config.convergence_tolerance)
+        item_prior = None
+        stored_prior = store.meta("item_prior")
+        if stored_prior:
+            # An item-response prior fitted when the run was created (kgprobe.prior): the
+            # PKG starts from it, and it predicts every outcome before each round.
+            from kgprobe.prior import ItemPrior
+
+            item_prior = ItemPrior.from_json(stored_prior)
+            item_prior.start(pkg)
         engine = cls(kg, model, probe, sampler, pkg, monitor, store, config)
+        engine.item_prior = item_prior
         engine._restore()
         return engine
 
@@ -392,9 +421,23 @@ class Engine:
         remaining = None if cfg.budget is None else cfg.budget - self.queries_spent
         n = min(cfg.batch_size, self.kg.num_active, remaining if remaining is not None else cfg.batch_size)
         self._emit(RoundStarted(r, self.queries_spent, cfg.budget))
-        selection = self.sampler.select(self.pkg, n, round_rng(cfg.seed, r, 0))
-        edges = np.asarray(selection.edges, dtype=np.int64)
-        audit = np.asarray(selection.audit, dtype=bool)
+        # Predictions of every outcome from the state before the round: what the
+        # model-assisted estimators correct (kgprobe.estimators).
+        right, predictions = self._predictions()
+        from kgprobe.sampling.audit import audit_inclusion, design_weights
+
+        # The design share of the batch leans towards edges predicted wrong, with known
+        # probabilities (kgprobe.sampling.audit); uniform and brute force stay as named.
+        if self.config.design_tilt > 0 and self.config.sampler not in UNTILTED_SAMPLERS:
+            self.pkg.design_weights = design_weights(self.pkg, 1.0 - right, self.config.design_tilt)
+        try:
+            selection = self.sampler.select(self.pkg, n, round_rng(cfg.seed, r, 0))
+            edges = np.asarray(selection.edges, dtype=np.int64)
+            audit = np.asarray(selection.audit, dtype=bool)
+            inclusion = np.full(edges.size, np.nan)
+            inclusion[audit] = audit_inclusion(self.pkg, int(audit.sum()), edges[audit])
+        finally:
+            self.pkg.design_weights = None
         tasks: list[ProbeTask] = [
             self.probe.render(self.kg, int(edge), round_rng(cfg.seed, r, 1, i)) for i, edge in enumerate(edges)
         ]
@@ -402,7 +445,13 @@ class Engine:
             # A task may cost more than one query; drop trailing tasks so the budget holds.
             cost = np.cumsum([t.num_queries for t in tasks]) if tasks else np.empty(0)
             keep = int(np.searchsorted(cost, remaining, side="right"))
+            drawn = int(audit.sum())
             tasks, edges, audit = tasks[:keep], edges[:keep], audit[:keep]
+            inclusion = np.asarray(inclusion, dtype=np.float64)[:keep]
+            if int(audit.sum()) < drawn:
+                # The budget ended inside the design share: the kept draws are no longer a
+                # sample with known probabilities, so none of them counts as design-based.
+                audit = np.zeros(keep, dtype=bool)
         if not tasks:
             return None
 
@@ -448,9 +497,11 @@ class Engine:
                 sampler_state=_encode_state(self.sampler.state_dict()),
                 convergence_state=_encode_state(self.monitor.state_dict()),
                 probes=[
-                    ProbeRecord(r, i, int(e), bool(a), bool(v.correct), t.question, v.answer, v.detail)
-                    for i, (e, a, t, v) in enumerate(zip(edges, audit, tasks, verdicts))
+                    ProbeRecord(r, i, int(e), bool(a), bool(v.correct), t.question, v.answer, v.detail,
+                                float(right[e]), float(pi) if a else None)
+                    for i, (e, a, t, v, pi) in enumerate(zip(edges, audit, tasks, verdicts, inclusion))
                 ],
+                predictions=predictions,
             )
         )
         summary = RoundSummary(
@@ -471,6 +522,7 @@ class Engine:
             by_group=self._grouped(self._group_of_edge),
             weakest_entities=self._weakest_entities(),
             converged=self.converged,
+            estimates=self._estimates(),
         )
         self.last_summary = summary
         self._emit(RoundFinished(summary))
@@ -515,6 +567,25 @@ class Engine:
         responses = [answers[i] for i in range(len(requests))]
         self.store.log_responses(r, phase, requests, responses)
         return responses, False
+
+    # -- predictions and estimates -------------------------------------------------------
+    def _predictions(self) -> tuple[np.ndarray, dict]:
+        """Every edge's predicted chance of a right answer, and its per-group means."""
+        from kgprobe.estimators import round_means, round_predictions
+
+        right = round_predictions(self.pkg, self.sampler, self.item_prior)
+        active = self.kg.active
+        means = {kind: {g: list(v) for g, v in round_means(right, lab, active, names).items()}
+                 for kind, (lab, names) in self._labels.items()}
+        return right, means
+
+    def _estimates(self):
+        from kgprobe.estimators import run_estimates
+
+        try:
+            return run_estimates(self.store)
+        except Exception:  # a display aid here (reports recompute it); the run must go on
+            return None
 
     # -- metrics -------------------------------------------------------------------------
     def _metrics(self):

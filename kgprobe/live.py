@@ -291,6 +291,15 @@ class LiveView:
             f"({m.probed_edges} edges) | {conv} | ETA {fmt_duration(self.eta())}{replay}"
         )
 
+    @staticmethod
+    def estimates_line(s: RoundSummary | None, limit: int = 3) -> str:
+        """KG accuracy (and the ``limit`` lowest predicates) with 95 % intervals, one line."""
+        from kgprobe.estimators import compact_line
+
+        if s is None or not getattr(s, "estimates", None):
+            return "KG accuracy: n/a"
+        return compact_line(s.estimates, limit=limit)
+
     # -- rich -------------------------------------------------------------------------
     def render(self):
         width = self.console.width
@@ -380,7 +389,8 @@ class LiveView:
             spark = sparkline([getattr(x.metrics, key) for x in self.history])
             table.add_row(label, f"{value:.1%}", trend, spark)
         if s is not None:
-            table.caption = f"over {s.metrics.probed_edges:,} probed edges"
+            table.caption = (f"rates over {s.metrics.probed_edges:,} probed edges\n"
+                             f"{self.estimates_line(s)} (95% CI; * model-based)")
             table.caption_justify = "left"
         return table
 

@@ -8,9 +8,11 @@ probed (propagated signal never counts here):
 * all-sense rate  = share of probed edges with ``n == 0``.
 
 These are over **probed edges** — a biased sample of the KG when an adaptive sampler
-chose them (Thompson sampling over-samples weak edges). :func:`kg_accuracy_estimate` is
-the unbiased whole-KG number: it uses only the audit probes (edges drawn uniformly at
-random, independent of the state; see :mod:`kgprobe.sampling.audit`).
+chose them (Thompson sampling over-samples weak edges), so they are rates, not estimates
+for the KG. The KG, predicate and group accuracy a run reports, with intervals, are the
+design-based estimates of :mod:`kgprobe.estimators`. :func:`kg_accuracy_estimate` here is
+the older audit-only estimate (uniform audit draws; plain mean with Wilson's interval, or
+the difference estimator), kept for the sampler study and for reading old run files.
 """
 
 from __future__ import annotations

@@ -63,6 +63,7 @@ def report_data(run: Run, *, top_entities: int = TOP_ENTITIES, top_weakest: int 
     data["by_entity"] = {k: metrics_to_dict(entities[k]) for k in top}
     data["heatmap"] = _heatmap(run, top)
     data["weakest"] = [asdict(w) for w in run.weakest(top_weakest)]
+    data["rates_note"] = RATES_NOTE
     return data
 
 
@@ -208,7 +209,8 @@ def series_groups(history: list[dict]) -> list[tuple[list[str], str]]:
 
 
 def _metric_rows(groups: dict, active: dict | None = None, chance: dict | None = None,
-                 *, ranked: bool = True) -> list[list[str]]:
+                 estimates: dict | None = None, *, ranked: bool = True) -> list[list[str]]:
+    from kgprobe.estimators import format_estimate
     from kgprobe.ranking import weakest_first
 
     items = weakest_first(groups.items()) if ranked else list(groups.items())
@@ -225,8 +227,16 @@ def _metric_rows(groups: dict, active: dict | None = None, chance: dict | None =
                 row.append(_pct(c["mean"]))
             else:
                 row.append(f"{_pct(c['min'])}–{_pct(c['max'])}")
-        rows += [row + [_pct(m["win_rate"]), _pct(m["zero_sense_rate"]), _pct(m["all_sense_rate"])]]
+        row += [_pct(m["win_rate"]), _pct(m["zero_sense_rate"]), _pct(m["all_sense_rate"])]
+        if estimates is not None:
+            row.append(format_estimate(estimates.get(name)))
+        rows.append(row)
     return rows
+
+
+def _by_label(estimates: dict | None) -> dict:
+    """Estimates keyed by display label (predicate entries carry one) instead of id."""
+    return {e.get("label", k): e for k, e in (estimates or {}).items()}
 
 
 def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], str | None]]:
@@ -237,14 +247,18 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
     est = data.get("accuracy_estimate")
     m = data["metrics"]
     est_txt = (
-        f"{est['estimate']:.1%} (95% CI {est['low']:.1%} – {est['high']:.1%}, n = {est['n']} audit probes)"
-        if est else "not available (no uniform audit sample in this run)"
+        f"{est['estimate']:.1%} (95% CI {est['low']:.1%} – {est['high']:.1%}; {est['basis']}, "
+        f"{est['method']}, n = {est['n']} design-based probes)"
+        if est else "not available (no design-based audit sample in this run)"
     )
     measured = [list(r) for r in protocol_rows(data["protocol"])]
     status = [
         ["budget spent", f"{data['queries_spent']} of {cfg['budget'] or 'unlimited'} queries in {data['rounds']} rounds"],
         ["status", f"{data['status']} ({data['stop_reason'] or '–'})"],
     ]
+    if data.get("prior"):
+        pr = data["prior"]
+        settings.append(["prior (item response)", f"{', '.join(pr['sources'])} ({pr['shared_edges']} shared edges)"])
     overall = [
         ["KG-level accuracy, unbiased (all active edges)", est_txt],
         ["win rate (probed edges)", _pct(m["win_rate"])],
@@ -252,18 +266,23 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
         ["all-sense rate (probed edges)", _pct(m["all_sense_rate"])],
         ["probed edges", str(m["probed_edges"])],
     ]
-    head = ["", "probed", "win", "zero-sense", "all-sense"]
+    # The three KGLens rates describe the edges probed (chosen by the sampler), not the KG;
+    # the accuracy column estimates the whole predicate / group with a 95 % interval.
+    head = ["", "probed", "win", "zero-sense", "all-sense", "accuracy (95% CI, basis)"]
+    by_pred_est = _by_label(data.get("estimates_by_predicate"))
+    by_group_est = data.get("estimates_by_group") or {}
     sections = [
         ("table", "What exactly was measured", ["field", "value"], measured, None),
         ("table", "Run", ["setting", "value"], status, None),
         ("table", "Results", ["metric", "value"], overall, "convergence"),
         ("table", "Per predicate (lowest win rate first; chance = a random guess's accuracy)",
-         ["predicate", "probed", "active", "chance", "win", "zero-sense", "all-sense"],
-         _metric_rows(data["by_predicate"], data["predicate_active_edges"], data.get("predicate_chance") or {}),
+         ["predicate", "probed", "active", "chance", "win", "zero-sense", "all-sense", "accuracy (95% CI, basis)"],
+         _metric_rows(data["by_predicate"], data["predicate_active_edges"], data.get("predicate_chance") or {},
+                      by_pred_est),
          "by_predicate"),
-        ("table", "Per entity group (of the subject; lowest win rate first)", head, _metric_rows(data["by_group"]),
-         "by_group"),
-        ("table", f"Per entity (the {len(data['by_entity'])} most-probed subjects; ties by name)", head,
+        ("table", "Per entity group (of the subject; lowest win rate first)", head,
+         _metric_rows(data["by_group"], None, None, by_group_est), "by_group"),
+        ("table", f"Per entity (the {len(data['by_entity'])} most-probed subjects; ties by name)", head[:5],
          _metric_rows(data["by_entity"], ranked=False), "heatmap"),
     ]
     weak_rows = []
@@ -280,6 +299,15 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
                      weak_rows, None))
     return sections
 
+
+#: What the numbers of the Results table mean, printed under it.
+RATES_NOTE = (
+    "Win, zero-sense and all-sense are rates over the edges probed (chosen by the sampler, which seeks weak "
+    "edges), not estimates for the KG. The accuracy estimates are for all active edges of the KG, predicate "
+    "or group: design-based ones are unbiased whatever the sampler did (predictions corrected by the "
+    "design-based probes, weighted by their inclusion probabilities); model-based ones (no or one "
+    "design-based probe in the group) assume the probed edges represent the group."
+)
 
 _CAPTIONS = {
     "convergence": "Rates over probed edges against model queries; the KG-level accuracy (all active edges, "
@@ -337,6 +365,8 @@ def render_markdown(data: dict, plot_files: dict[str, str]) -> str:
         else:
             out.append("(nothing probed yet)")
         out.append("")
+        if title == "Results":
+            out += [RATES_NOTE, ""]
         if plot and plot in plot_files:
             out += [f"![{caps[plot]}]({plot_files[plot]})", "", f"*{caps[plot]}*", ""]
     out.append(f"Run file: {_md_escape(data['run'])}")
@@ -355,7 +385,7 @@ def render_html(data: dict, plots: dict[str, bytes]) -> str:
     )
     caps = captions(data)
     sections = [
-        {"title": title, "header": header, "rows": rows,
+        {"title": title, "header": header, "rows": rows, "note": RATES_NOTE if title == "Results" else None,
          "plot": ({"caption": caps[plot], "b64": base64.b64encode(plots[plot]).decode()}
                   if plot and plot in plots else None)}
         for _, title, header, rows, plot in _sections(data)

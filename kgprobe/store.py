@@ -22,9 +22,14 @@ What a run file holds (format version :data:`FORMAT_VERSION`):
     :data:`KEYFRAME_EVERY` rounds and as the changed entries (delta) otherwise, so the
     file stays small on large graphs while every round's PKG can be rebuilt exactly.
 ``probes``
-    one row per probed edge: round, position in the round, edge, audit flag (uniform
-    side sample feeding the unbiased estimate), correctness, the question and the
-    model's answer, method-specific detail (JSON).
+    one row per probed edge: round, position in the round, edge, audit flag (the
+    design-based sample feeding the unbiased estimate), correctness, the question and the
+    model's answer, method-specific detail (JSON), the prediction of its outcome made
+    before its round (``predicted``: chance of a right answer) and, for design-based
+    probes, the inclusion probability (``inclusion``; NULL otherwise). ``rounds.predictions``
+    holds per predicate and entity group the mean prediction and mean predicted variance
+    over the active edges before that round (JSON), which the estimators of
+    :mod:`kgprobe.estimators` need.
 
 ``checks``
     integrity (files written since kgprobe added it; meta ``integrity`` names the scheme):
@@ -66,8 +71,11 @@ from kgprobe.errors import DamagedFileError, InputError, KgprobeError, StoreErro
 from kgprobe.kg.graph import Entity, KnowledgeGraph, Predicate, Triple
 from kgprobe.models.base import GenerateRequest, ScoreRequest, ScoreResult
 
-#: Bumped whenever the schema or the meaning of a column changes.
-FORMAT_VERSION = 1
+#: Bumped whenever the schema or the meaning of a column changes. Version 2 added each
+#: probe's prediction and inclusion probability and each round's mean predictions
+#: (columns ``probes.predicted``, ``probes.inclusion``, ``rounds.predictions``); version 1
+#: files are still read (the new columns read as missing).
+FORMAT_VERSION = 2
 #: A full PKG snapshot every this many rounds; the rounds between store deltas.
 KEYFRAME_EVERY = 16
 
@@ -82,11 +90,11 @@ CREATE TABLE IF NOT EXISTS rounds (
     num_requests INTEGER NOT NULL, replayed INTEGER NOT NULL, started REAL NOT NULL,
     elapsed REAL NOT NULL, metrics TEXT NOT NULL, converged INTEGER NOT NULL,
     state_kind TEXT NOT NULL, pkg_state BLOB NOT NULL, sampler_state TEXT NOT NULL,
-    convergence_state TEXT NOT NULL);
+    convergence_state TEXT NOT NULL, predictions TEXT);
 CREATE TABLE IF NOT EXISTS probes (
     round INTEGER NOT NULL, pos INTEGER NOT NULL, edge INTEGER NOT NULL,
     audit INTEGER NOT NULL, correct INTEGER NOT NULL, question TEXT NOT NULL,
-    answer TEXT NOT NULL, detail TEXT NOT NULL, PRIMARY KEY (round, pos));
+    answer TEXT NOT NULL, detail TEXT NOT NULL, predicted REAL, inclusion REAL, PRIMARY KEY (round, pos));
 CREATE INDEX IF NOT EXISTS probes_edge ON probes (edge);
 CREATE TABLE IF NOT EXISTS checks (name TEXT PRIMARY KEY, sha TEXT NOT NULL);
 """
@@ -340,6 +348,10 @@ class ProbeRecord:
     question: str
     answer: str
     detail: dict
+    predicted: float | None = None
+    """Predicted chance of a right answer, from the state before the round (None in old files)."""
+    inclusion: float | None = None
+    """Inclusion probability of a design-based (audit) probe; None for the sampler's own choices."""
 
 
 @dataclass
@@ -359,6 +371,8 @@ class RoundRecord:
     sampler_state: dict
     convergence_state: dict
     probes: list[ProbeRecord]
+    predictions: dict | None = None
+    """``{"predicate": {id: [mean ŷ, mean ŷ(1−ŷ)]}, "group": {…}}`` before the round."""
 
 
 @dataclass
@@ -517,6 +531,10 @@ class RunStore:
             except BaseException:
                 store.close()
                 raise
+        if writable and version < FORMAT_VERSION:
+            # A resumed older run gains the new columns; its old rows keep NULLs there.
+            store.upgrade_schema()
+            store.set_meta("format_version", str(FORMAT_VERSION))
         return store
 
     def close(self) -> None:
@@ -687,7 +705,9 @@ class RunStore:
             blob = _pack_arrays(state)
         with self._transaction():
             self._conn.execute(
-                "INSERT INTO rounds VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO rounds (round, queries, queries_spent, num_requests, replayed, started, elapsed, "
+                "metrics, converged, state_kind, pkg_state, sampler_state, convergence_state, predictions) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.round,
                     record.queries,
@@ -702,12 +722,15 @@ class RunStore:
                     blob,
                     _json(record.sampler_state),
                     _json(record.convergence_state),
+                    None if record.predictions is None else _json(record.predictions),
                 ),
             )
             self._conn.executemany(
-                "INSERT INTO probes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO probes (round, pos, edge, audit, correct, question, answer, detail, predicted, "
+                "inclusion) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (p.round, p.pos, p.edge, int(p.audit), int(p.correct), p.question, p.answer, _json(p.detail))
+                    (p.round, p.pos, p.edge, int(p.audit), int(p.correct), p.question, p.answer, _json(p.detail),
+                     p.predicted, p.inclusion)
                     for p in record.probes
                 ],
             )
@@ -805,15 +828,42 @@ class RunStore:
 
     @_reads
     def probe_arrays(self) -> dict[str, np.ndarray]:
-        """Round, edge, audit and correct columns of every probe as arrays (for estimators)."""
+        """Round, edge, audit and correct columns of every probe as arrays (for estimators).
+
+        Files of format 2 add ``predicted`` and ``inclusion`` (float, NaN where not recorded).
+        """
         rows = self._conn.execute("SELECT round, edge, audit, correct FROM probes ORDER BY round, pos").fetchall()
         arr = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
-        return {
+        out = {
             "round": arr[:, 0],
             "edge": arr[:, 1],
             "audit": arr[:, 2].astype(bool),
             "correct": arr[:, 3].astype(bool),
         }
+        if self._has_column("probes", "predicted"):
+            rows = self._conn.execute("SELECT predicted, inclusion FROM probes ORDER BY round, pos").fetchall()
+            extra = np.asarray([[np.nan if v is None else v for v in row] for row in rows],
+                               dtype=np.float64).reshape(-1, 2)
+            out["predicted"], out["inclusion"] = extra[:, 0], extra[:, 1]
+        return out
+
+    def round_predictions(self) -> dict[int, dict]:
+        """Per round, the mean predictions recorded before it (empty for format-1 files)."""
+        if not self._has_column("rounds", "predictions"):
+            return {}
+        rows = self._conn.execute("SELECT round, predictions FROM rounds ORDER BY round").fetchall()
+        return {int(r): json.loads(p) for r, p in rows if p is not None}
+
+    def _has_column(self, table: str, column: str) -> bool:
+        return any(row[1] == column for row in self._conn.execute(f"PRAGMA table_info({table})"))
+
+    def upgrade_schema(self) -> None:
+        """Add the format-2 columns to a format-1 file opened for writing (a resumed old run)."""
+        with self._transaction():
+            for table, column, kind in (("probes", "predicted", "REAL"), ("probes", "inclusion", "REAL"),
+                                        ("rounds", "predictions", "TEXT")):
+                if not self._has_column(table, column):
+                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     # -- integrity ---------------------------------------------------------------------
     def _put_check(self, name: str, digest: str) -> None:

@@ -98,7 +98,30 @@ def handle(args: argparse.Namespace) -> int:
         ]
         e.add_row(f"[{i + 1}] {name}", *cells)
     out.print(e)
+    _print_differences(out, cmp.differences)
     return 0
+
+
+def _print_differences(out, diffs: dict | None) -> None:
+    """Accuracy differences with 95 % intervals; * = significant after Holm's correction."""
+    from rich.table import Table
+
+    if not diffs or not diffs["differences"]:
+        return
+    t = Table(title=f"accuracy difference A − B (95% CI; * significant at family-wise {diffs['alpha']:.0%} "
+                    f"after Holm's correction over {diffs['family_size']} tests)", title_justify="left")
+    for col in ("A − B", "scope", "difference", "test", "p (Holm)"):
+        t.add_column(col, justify="right" if col in ("difference", "p (Holm)") else "left")
+    for r in diffs["differences"]:
+        pair = f"[{r['pair'][0] + 1}] − [{r['pair'][1] + 1}]"
+        if not r["tested"]:
+            t.add_row(pair, r["label"], f"n/a ({r['reason']})", "", "")
+            continue
+        mark = " *" if r["significant"] else ""
+        t.add_row(pair, r["label"],
+                  f"{r['difference'] * 100:+.1f} pt [{r['low'] * 100:+.1f}, {r['high'] * 100:+.1f}]{mark}",
+                  r["test"], f"{r['p_holm']:.3g}")
+    out.print(t)
 
 
 def _short_names(runs) -> list[str]:

@@ -66,7 +66,15 @@ def register(subparsers) -> None:
     s.add_argument("--sampler", default=S, help="thompson, epsilon-greedy, uniform, brute-force, … (default thompson)")
     s.add_argument("--sampler-option", action="append", default=S, metavar="KEY=VALUE", help="a sampler setting")
     s.add_argument("--audit-fraction", type=float, default=S,
-                   help="share of each batch drawn uniformly for the unbiased KG accuracy estimate (default 0.125)")
+                   help="share of each batch drawn by the known-probability design the unbiased estimates rest on "
+                        "(default 1: every probe; lower it to give the sampler's own choices more, at the price "
+                        "of wider intervals)")
+    s.add_argument("--prior", nargs="+", default=S, metavar="RUN_OR_SWEEP",
+                   help="run files or recorded sweeps of other models on the same KG: an item-response "
+                        "model of edge difficulty fitted from them starts the PKG and the estimates")
+    s.add_argument("--design-tilt", type=float, default=S,
+                   help="share (0-1) of the design probabilities leaning towards edges predicted wrong "
+                        "(default 0: uniform, so runs with the same seed compare paired)")
     s.add_argument("--budget", type=int, default=S, help="model queries to spend (default 256)")
     s.add_argument("--batch-size", type=int, default=S, help="edges per round (default 32)")
     s.add_argument("--max-rounds", type=int, default=S, help="stop after this many rounds")
@@ -218,6 +226,9 @@ def handle(args: argparse.Namespace) -> int:
     # Cheap checks first: a typo should not cost a model load.
     config.validate(kg)
     _check_names(config)
+    from kgprobe.api import fit_item_prior
+
+    item_prior = fit_item_prior(kg, settings.get("prior") or None)
     out = Path(settings["out"])
     _check_out_dir(out)
     model = load_model_setting(settings["model"], settings["cache"], settings["model_options"])
@@ -225,6 +236,8 @@ def handle(args: argparse.Namespace) -> int:
     store = _open_new_store(out, kg, config, model, settings["model"])
     if settings["model_options"]:
         store.set_meta("model_options", json.dumps(settings["model_options"], sort_keys=True))
+    if item_prior is not None:
+        store.set_meta("item_prior", item_prior.to_json())
     try:
         engine = Engine.from_config(kg, model, config, store)
     except BaseException:

@@ -1,11 +1,29 @@
-"""Shared pieces of every sampler: batch-size checks and the uniform audit side sample.
+"""Shared pieces of every sampler: batch-size checks and the design-based (audit) sample.
 
 The audit sample is what makes an unbiased KG-level accuracy estimate possible despite
-adaptive selection (see :func:`kgprobe.metrics.kg_accuracy_estimate`): each round, a
-sampler with ``audit_fraction = f`` draws about ``f·n`` of its ``n`` edges uniformly at
-random from the active edges, without looking at the state, and flags them in
-``Selection.audit``. The count is ``floor(f·n)`` plus one with probability equal to the
-fractional part, so the long-run audit share is exactly ``f``.
+adaptive selection (see :mod:`kgprobe.estimators`): each round, a sampler with
+``audit_fraction = f`` draws about ``f·n`` of its ``n`` edges by a random design with
+known inclusion probabilities, and flags them in ``Selection.audit``. The count is
+``floor(f·n)`` plus one with probability equal to the fractional part, so the long-run
+audit share is exactly ``f``.
+
+Two designs, both drawing ``k`` distinct edges:
+
+* **uniform** (the default, and always outside a run's engine, e.g. in the efficiency
+  study): a simple random sample of the active edges, ``π_j = k / N``;
+* **tilted** (a run with ``design_tilt`` λ > 0: the engine sets ``pkg.design_weights``
+  before the sampler's turn, :func:`design_weights`): inclusion probabilities proportional to
+  ``(1 − λ)/N + λ · θ̂_j / Σθ̂`` — part uniform, part towards the edges the predictions
+  say the model gets wrong — drawn by randomized systematic
+  sampling (random order, one uniform start), which gives exactly these ``π_j``. So the
+  design share searches for blind spots too, and stays a probability sample: the
+  estimators weight each design probe by ``1/π_j``. Why it costs the estimate little:
+  edges the model likely misses have the larger residuals (y − ŷ), and sampling them
+  more is what the variance-optimal design (π ∝ residual sd) does anyway; the uniform
+  half bounds every weight by ``1/(1 − λ)`` times the uniform one. The default is
+  uniform (λ = 0) all the same: a tilted design depends on the model's answers, so two
+  models' runs no longer draw the same edges, and their comparison can no longer be
+  paired — which narrows a difference's interval far more than the tilt helps.
 """
 
 from __future__ import annotations
@@ -53,8 +71,78 @@ def audit_count(n: int, fraction: float, rng: np.random.Generator) -> int:
     return min(k, n)
 
 
+#: Share λ of a tilted design that follows the predicted error (the rest is uniform), when asked for.
+DESIGN_TILT = 0.5
+#: Above this many active edges the design stays uniform (a systematic draw permutes them all).
+TILT_LIMIT = 2_000_000
+
+
+def design_weights(pkg, predicted_error: np.ndarray, tilt: float = DESIGN_TILT) -> np.ndarray | None:
+    """Per-edge design weights (sum 1 over active edges, 0 elsewhere) for a tilted design."""
+    if pkg.num_active > TILT_LIMIT or tilt <= 0:
+        return None
+    act = pkg.active
+    err = np.clip(np.asarray(predicted_error, dtype=np.float64), 0.0, 1.0) * act
+    total = float(err.sum())
+    w = np.where(act, (1.0 - tilt) / pkg.num_active, 0.0)
+    if total > 0:
+        w = w + tilt * err / total
+    else:
+        w = np.where(act, 1.0 / pkg.num_active, 0.0)
+    return w
+
+
+def inclusion_probabilities(weights: np.ndarray, k: int) -> np.ndarray:
+    """``π_j ∝ weights_j`` with ``Σ π = k`` and every ``π_j ≤ 1`` (capped edges get 1, the rest rescaled)."""
+    w = np.asarray(weights, dtype=np.float64)
+    pi = np.zeros_like(w)
+    if k <= 0:
+        return pi
+    free = w > 0
+    if int(free.sum()) < k:
+        raise ValueError(f"cannot draw {k} distinct edges from {int(free.sum())} with positive weight")
+    capped = np.zeros_like(free)
+    while True:
+        left = k - int(capped.sum())
+        scale = left / float(w[free & ~capped].sum())
+        trial = np.where(free & ~capped, w * scale, 0.0)
+        over = trial > 1.0
+        if not over.any():
+            pi = np.where(capped, 1.0, trial)
+            return pi
+        capped |= over
+
+
+def draw_systematic(pi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Randomized systematic sampling: edge j is drawn with probability exactly ``π_j``.
+
+    The edges with ``π > 0`` in a random order, their ``π`` laid end to end on [0, k);
+    the points ``u, u + 1, …, u + k − 1`` (``u`` uniform in [0, 1)) pick the edges they
+    fall on. Each edge covers an interval of length ``π_j ≤ 1``, so it is picked at most
+    once and with probability ``π_j``; exactly ``k = Σ π`` edges are picked.
+    """
+    cand = np.flatnonzero(pi > 0)
+    order = cand[rng.permutation(cand.size)]
+    cum = np.cumsum(pi[order])
+    u = rng.random()
+    # Points u + i in (cum_{j−1}, cum_j]: count of points ≤ cum_j minus those ≤ cum_{j−1}.
+    upto = np.floor(cum - u + 1.0 - 1e-12)
+    hits = np.diff(np.concatenate([[0.0], upto])) > 0
+    return np.sort(order[hits]).astype(np.int64)
+
+
+def audit_inclusion(pkg, k: int, edges: np.ndarray) -> np.ndarray:
+    """Inclusion probabilities of ``edges``, drawn as ``k`` audit draws from ``pkg``'s current design."""
+    w = getattr(pkg, "design_weights", None)
+    if w is None:
+        return np.full(np.asarray(edges).size, k / pkg.num_active)
+    return inclusion_probabilities(w, k)[np.asarray(edges, dtype=np.int64)]
+
+
 def draw_audit(pkg, k: int, rng: np.random.Generator) -> np.ndarray:
-    """``k`` distinct active edges drawn uniformly at random (int64, ascending).
+    """``k`` distinct active edges of the current design (module docstring), int64, ascending.
+
+    Tilted when the engine has set ``pkg.design_weights``; otherwise uniformly at random:
 
     Small samples from large graphs draw edge indices uniformly and keep, in draw
     order, the first ``k`` distinct active ones: each kept edge is uniform over the
@@ -63,6 +151,9 @@ def draw_audit(pkg, k: int, rng: np.random.Generator) -> np.ndarray:
     """
     if k == 0:
         return np.empty(0, dtype=np.int64)
+    weights = getattr(pkg, "design_weights", None)
+    if weights is not None:
+        return draw_systematic(inclusion_probabilities(weights, k), rng)
     n_act = pkg.num_active
     if k * 16 > n_act:
         return np.sort(rng.choice(pkg.active_edges, size=k, replace=False)).astype(np.int64)

@@ -136,7 +136,7 @@ def test_report_files(run_a, tmp_path):
     assert "| method | hard |" in md
     assert "| country | 5 | 40.0% | 40.0% | 20.0% |" in md  # per-group table
     assert "(Paris, country, France) | 0/3 | 0.80 |" in md
-    assert "33.3% (95% CI" in md and "n = 3 audit probes" in md
+    assert "33.3% (95% CI" in md and "n = 3 design-based probes" in md
     for plot in ("convergence", "by_predicate", "by_group", "heatmap"):
         assert f"a-plots/{plot}.png" in md
         assert (tmp_path / "out" / "a-plots" / f"{plot}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,468 @@
+"""Design-unbiased, model-assisted accuracy of the whole KG, of each predicate and entity group.
+
+The target. The KG accuracy is ``A = (1/N) Σ_j μ_j`` over the ``N`` active edges, where
+``μ_j = 1 − θ_j`` is the chance that the model answers edge j right (each probe is a
+fresh Bernoulli draw with that mean). A group's accuracy ``A_G`` is the same mean over
+the ``N_G`` active edges of the group (a predicate, or the subject's entity group).
+
+The data. Each round t the engine records, *before* the round is played,
+
+* every probe's prediction ``ŷ_i`` of its own outcome (the PKG's posterior mean of
+  ``μ``, or the item-response prior's, see :mod:`kgprobe.prior`), and
+* per group G the mean prediction ``P̄_{G,t}`` over the group's active edges and the
+  mean predicted Bernoulli variance ``V̄_{G,t}`` (mean of ``ŷ(1 − ŷ)``),
+
+and the sampler flags its *design-based* probes: edges drawn by a random design with a
+known inclusion probability ``π_i`` (:mod:`kgprobe.sampling.audit`; uniform without
+replacement, ``π_i = m_t / N`` for ``m_t`` draws among ``N`` active edges).
+
+The estimator (Horvitz–Thompson difference estimator; the "active inference" of Zrnic &
+Candès, ICML 2024, with predictions made before each round). Per round::
+
+    Â_{G,t} = P̄_{G,t} + (1/N_G) Σ_{i ∈ s_t ∩ G} (y_i − ŷ_i) / π_i
+
+Given everything before round t, each edge j is in the design sample with probability
+``π_j`` and its outcome has mean ``μ_j``, so ``E[Â_{G,t} | past] = P̄_{G,t} + (1/N_G)
+Σ_{j∈G} (μ_j − ŷ_j) = A_G`` exactly, whatever the predictions are — good predictions
+only shrink the variance. Rounds are combined with weights ``m_t / M`` fixed by the
+design (``M`` = all design probes), which is the mean over design probes i of::
+
+    z_i = P̄_{G,t_i} + 1[i ∈ G] · (y_i − ŷ_i) · m_{t_i} / (N_G · π_i)
+
+So ``Â_G = mean_i z_i`` is unbiased, and ``z_i − A_G`` are martingale differences.
+
+The interval. ``Â_G ± q · sqrt(max(s²_z, floor) / M)`` with ``s²_z`` the sample variance
+of the ``z_i``: the with-replacement (Hansen–Hurwitz) variance, which is conservative
+for draws without replacement and for predictions that drift between rounds (the drift
+of ``P̄`` only adds spread to ``z``). For the KG (``G`` = all) ``q`` is the normal quantile
+and there is no floor. For a predicate or group only the ``h`` design probes that fell
+in ``G`` carry its residuals, so with small ``h`` the sample variance is itself noisy:
+``q`` is Student's t with ``h − 1`` degrees of freedom and the variance is floored at
+the model's own predicted value ``(N / N_G) · V̄_G`` (mean of ``ŷ(1 − ŷ)``, the residual
+variance the predictions expect). Such an interval is labelled **design-based**. A group
+with fewer than :data:`MIN_DESIGN_PROBES` design probes gets a **model-based** interval
+instead: Jeffreys' Beta interval from the group's probes (all of them, sampler-chosen
+included), which is right only if the probed edges represent the group.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+from scipy.stats import beta as beta_dist
+from scipy.stats import norm
+from scipy.stats import t as student_t
+
+from kgprobe.errors import InputError
+
+#: A group needs this many design-based probes for a design-based interval.
+MIN_DESIGN_PROBES = 2
+DESIGN = "design-based"
+MODEL = "model-based"
+
+
+@dataclass(frozen=True)
+class GroupEstimate:
+    """Accuracy of a set of active edges (the KG, a predicate, an entity group), with an interval."""
+
+    estimate: float
+    low: float
+    high: float
+    n: int
+    """Design-based probes the estimate rests on (that fell in the group)."""
+    edges: int
+    """Active edges in the group (N_G)."""
+    basis: str
+    """``design-based`` (unbiased by construction) or ``model-based`` (assumes the probed edges
+    represent the group)."""
+    method: str
+    se: float = float("nan")
+    """Standard error behind the interval (NaN for a model-based interval)."""
+    df: float = float("inf")
+    """Degrees of freedom of the interval's quantile (inf: normal)."""
+    raw: float | None = None
+    """The unbiased value before ``estimate`` was clipped to [0, 1] (design-based only)."""
+
+    def as_dict(self) -> dict:
+        """JSON-able: non-finite numbers (no estimate, no standard error, normal df) become None."""
+        d = {"estimate": self.estimate, "low": self.low, "high": self.high, "n": self.n,
+             "edges": self.edges, "basis": self.basis, "method": self.method, "se": self.se, "df": self.df,
+             "raw": self.raw}
+        return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in d.items()}
+
+
+@dataclass
+class ProbeTable:
+    """The per-probe columns and per-round prediction summaries an estimate needs.
+
+    ``correct``, ``design`` (the audit flag), ``predicted`` (ŷ_i), ``inclusion`` (π_i,
+    NaN for sampler-chosen probes), ``round`` (index into the per-round lists), and
+    per probe its group labels in ``labels[kind]`` (e.g. ``labels["predicate"]``).
+    ``round_means[t][kind][g] = (P̄_{g,t}, V̄_{g,t})``; ``group_sizes[kind][g] = N_g``.
+    """
+
+    correct: np.ndarray
+    design: np.ndarray
+    predicted: np.ndarray
+    inclusion: np.ndarray
+    round: np.ndarray
+    labels: dict[str, np.ndarray]
+    round_means: list[dict[str, dict[str, tuple[float, float]]]]
+    group_sizes: dict[str, dict[str, int]]
+    edge: np.ndarray | None = None
+    """Edge index of each probe (pairs the design probes of two runs in a comparison)."""
+
+
+def _z_scores(y, yhat, pi, rnd, in_group, m_per_round, mean_pred, n_group) -> np.ndarray:
+    """z_i of the module docstring for the design probes (all arrays over design probes)."""
+    resid = np.where(in_group, (y - yhat) * m_per_round[rnd] / (n_group * pi), 0.0)
+    return mean_pred[rnd] + resid
+
+
+def design_estimate(
+    y,
+    yhat,
+    pi,
+    rounds,
+    mean_pred,
+    *,
+    n_group: int,
+    in_group=None,
+    mean_var=None,
+    n_total: int | None = None,
+    group: bool = False,
+    confidence: float = 0.95,
+) -> GroupEstimate:
+    """The Horvitz–Thompson difference estimate of one group from its design probes.
+
+    Arrays are over the design probes of the run: outcomes ``y``, predictions ``yhat``,
+    inclusion probabilities ``pi``, round indices ``rounds`` (0-based into ``mean_pred``
+    and ``mean_var``), and whether each probe's edge is in the group (``in_group``; all
+    True for the KG). ``mean_pred[t]`` is P̄_{G,t}; ``mean_var[t]`` is V̄_{G,t} and
+    ``n_total`` the KG's active edges N (both only for a group's variance floor, which
+    assumes the uniform design). ``group=True`` asks for the small-sample treatment of
+    a predicate or entity group (Student t, variance floor).
+    """
+    if not 0 < confidence < 1:
+        raise InputError(f"confidence must lie in (0, 1), got {confidence}")
+    y = np.asarray(y, dtype=np.float64)
+    yhat = np.asarray(yhat, dtype=np.float64)
+    pi = np.asarray(pi, dtype=np.float64)
+    rnd = np.asarray(rounds, dtype=np.int64)
+    mean_pred = np.asarray(mean_pred, dtype=np.float64)
+    in_g = np.ones(y.shape, bool) if in_group is None else np.asarray(in_group, bool)
+    if not (y.shape == yhat.shape == pi.shape == rnd.shape == in_g.shape) or y.ndim != 1:
+        raise InputError("outcomes, predictions, inclusion probabilities and rounds need one value per probe")
+    if y.size and (rnd.min() < 0 or rnd.max() >= mean_pred.size):
+        raise InputError("round indices must index the per-round mean predictions")
+    if y.size and (np.any(~(pi > 0)) or np.any(pi > 1)):
+        raise InputError("inclusion probabilities of design probes must lie in (0, 1]")
+    if n_group < 1:
+        raise InputError(f"a group needs at least one active edge, got {n_group}")
+    m = y.size
+    method = "ht-difference"
+    if m == 0:
+        nan = float("nan")
+        return GroupEstimate(nan, nan, nan, 0, int(n_group), DESIGN, "no-design-probes")
+    m_per_round = np.bincount(rnd, minlength=mean_pred.size).astype(np.float64)
+    z = _z_scores(y, yhat, pi, rnd, in_g, m_per_round, mean_pred, float(n_group))
+    est = float(z.mean())
+    hits = int(in_g.sum())
+    var = float(z.var(ddof=1)) if m > 1 else math.inf
+    df = math.inf
+    if group:
+        if mean_var is None or n_total is None:
+            raise InputError("a group estimate needs the mean predicted variance per round and the KG's size")
+        mv = np.asarray(mean_var, dtype=np.float64)
+        # The floor: the variance of z the predictions themselves expect — a uniform draw
+        # lands in G with probability N_G/N and then carries (N/N_G)·(y − ŷ).
+        floor = float(np.mean(mv[rnd])) * (n_total / n_group)
+        var = max(var, floor)
+        df = float(max(hits - 1, 1))
+        q = float(student_t.ppf(0.5 + confidence / 2, df))
+    else:
+        q = float(norm.ppf(0.5 + confidence / 2))
+    se = math.sqrt(var / m)
+    half = q * se
+    # An accuracy lies in [0, 1]; the unbiased value can stray outside on few probes.
+    # Shown clipped (as is the interval); ``raw`` keeps the unbiased number.
+    return GroupEstimate(min(1.0, max(0.0, est)), max(0.0, est - half), min(1.0, est + half), hits, int(n_group),
+                         DESIGN, method, se, df, est)
+
+
+def design_scores(table: ProbeTable, kind: str | None = None, group: str | None = None) -> np.ndarray:
+    """The z_i of every design probe of ``table`` for the KG (``kind=None``) or one group."""
+    d = table.design
+    rounds = len(table.round_means)
+    rnd = table.round[d]
+    m_per_round = np.bincount(rnd, minlength=rounds).astype(np.float64)
+    if kind is None:
+        sizes = table.group_sizes["predicate"]
+        n_g = sum(sizes.values())
+        mean_pred = np.array([_kg_mean(table.round_means[t]["predicate"], sizes, n_g) for t in range(rounds)])
+        in_g = np.ones(int(d.sum()), bool)
+    else:
+        n_g = table.group_sizes[kind][group]
+        mean_pred = np.array([table.round_means[t][kind].get(group, (math.nan, 0.0))[0] for t in range(rounds)])
+        in_g = table.labels[kind][d] == group
+    return _z_scores(table.correct[d].astype(np.float64), table.predicted[d], table.inclusion[d], rnd, in_g,
+                     m_per_round, mean_pred, float(n_g))
+
+
+def model_interval(successes: int, failures: int, *, n_group: int, confidence: float = 0.95) -> GroupEstimate:
+    """Jeffreys interval (Beta(½ + s, ½ + f) quantiles) from a group's probe counts: model-based."""
+    s, f = int(successes), int(failures)
+    if s + f == 0:
+        nan = float("nan")
+        return GroupEstimate(nan, nan, nan, 0, int(n_group), MODEL, "no-probes")
+    a = (1 - confidence) / 2
+    low = float(beta_dist.ppf(a, s + 0.5, f + 0.5)) if s > 0 else 0.0
+    high = float(beta_dist.ppf(1 - a, s + 0.5, f + 0.5)) if f > 0 else 1.0
+    return GroupEstimate(s / (s + f), low, high, 0, int(n_group), MODEL, "jeffreys-probed-edges")
+
+
+def kg_estimate(table: ProbeTable, *, confidence: float = 0.95) -> GroupEstimate:
+    """The KG accuracy: the design estimate with G = every active edge."""
+    d = table.design
+    rounds = len(table.round_means)
+    sizes = table.group_sizes["predicate"]
+    n_total = sum(sizes.values())
+    mean_pred = np.array([_kg_mean(table.round_means[t]["predicate"], sizes, n_total) for t in range(rounds)])
+    return design_estimate(table.correct[d], table.predicted[d], table.inclusion[d], table.round[d], mean_pred,
+                           n_group=n_total, confidence=confidence)
+
+
+def _kg_mean(means: Mapping[str, Sequence[float]], sizes: Mapping[str, int], n_total: int) -> float:
+    return sum(sizes[g] * means[g][0] for g in sizes if g in means) / n_total
+
+
+def group_estimates(table: ProbeTable, kind: str, *, confidence: float = 0.95,
+                    direct: Mapping[str, tuple[int, int]] | None = None) -> dict[str, GroupEstimate]:
+    """Accuracy of every group of one kind (``predicate`` or ``group``) with its interval.
+
+    Design-based where the group holds at least :data:`MIN_DESIGN_PROBES` design probes;
+    otherwise model-based from ``direct[g] = (successes, failures)`` of all the group's
+    probes (left out when there are none).
+    """
+    d = table.design
+    labels = table.labels[kind][d]
+    rounds = len(table.round_means)
+    n_total = sum(table.group_sizes[kind].values())
+    out: dict[str, GroupEstimate] = {}
+    for g, n_g in table.group_sizes[kind].items():
+        in_g = labels == g
+        if int(in_g.sum()) >= MIN_DESIGN_PROBES:
+            means = np.array([table.round_means[t][kind].get(g, (math.nan, math.nan)) for t in range(rounds)])
+            out[g] = design_estimate(table.correct[d], table.predicted[d], table.inclusion[d], table.round[d],
+                                     means[:, 0], mean_var=means[:, 1], n_group=n_g, in_group=in_g,
+                                     n_total=n_total,
+                                     group=True, confidence=confidence)
+        elif direct is not None and sum(direct.get(g, (0, 0))) > 0:
+            s, f = direct[g]
+            out[g] = model_interval(s, f, n_group=n_g, confidence=confidence)
+    return out
+
+
+def round_means(predicted_right: np.ndarray, labels: np.ndarray, active: np.ndarray,
+                names: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """``{name: (mean ŷ, mean ŷ(1−ŷ))}`` over the active edges of each label index.
+
+    ``labels[j]`` is edge j's group index into ``names``; inactive edges are ignored.
+    """
+    act = np.asarray(active, bool)
+    lab = np.asarray(labels)[act]
+    p = np.asarray(predicted_right, dtype=np.float64)[act]
+    k = len(names)
+    count = np.bincount(lab, minlength=k).astype(np.float64)
+    mean = np.bincount(lab, weights=p, minlength=k)
+    var = np.bincount(lab, weights=p * (1 - p), minlength=k)
+    return {str(names[g]): (float(mean[g] / count[g]), float(var[g] / count[g])) for g in range(k) if count[g] > 0}
+
+
+#: Samplers whose design draws are without replacement *across* rounds (an epoch visits
+#: every edge once): given the past, an edge already visited this epoch cannot be drawn,
+#: so the per-round inclusion probability k / N holds only marginally. Their predictions
+#: are held fixed (independent of the answers), which keeps the estimate unbiased.
+FIXED_PREDICTION_SAMPLERS = ("brute-force",)
+
+
+def round_predictions(pkg, sampler=None, item_prior=None) -> np.ndarray:
+    """The predictions the engine records before a round (see :func:`predicted_right`)."""
+    if sampler is not None and getattr(sampler, "name", "") in FIXED_PREDICTION_SAMPLERS:
+        if item_prior is not None:
+            return item_prior.item_mean(item_prior.ability_prior[0])
+        return np.full(pkg.num_edges, 0.5)
+    if item_prior is not None:
+        return item_prior.predict(pkg)
+    return predicted_right(pkg, sampler)
+
+
+#: Pseudo-count of the predicate-level prior in :func:`predicted_right`.
+PREDICATE_STRENGTH = 2.0
+
+
+def predicted_right(pkg, sampler=None) -> np.ndarray:
+    """Every edge's predicted chance of a right answer, from the state before a round.
+
+    A sampler with its own posterior (one that overrides ``estimate``, e.g. the pooled
+    empirical-Bayes posterior of ``focus``) predicts ``1 − sampler.estimate(pkg)``.
+    Otherwise the PKG's Beta posterior, with the flat prior replaced by the predicate's
+    pooled error rate ``(F_p + 1) / (T_p + 2)`` (direct probes of the predicate) at
+    strength :data:`PREDICATE_STRENGTH`: an unprobed edge far from any probe is
+    predicted like its predicate, not at ½. Any prediction keeps the estimate unbiased;
+    better ones narrow the interval.
+    """
+    if sampler is not None:
+        from kgprobe.sampling.base import Sampler
+
+        if type(sampler).estimate is not Sampler.estimate:
+            return 1.0 - np.asarray(sampler.estimate(pkg), dtype=np.float64)
+    a0, b0 = pkg.prior
+    alpha = pkg.alpha - a0
+    beta = pkg.beta - b0
+    f = pkg.failures.astype(np.float64)
+    s = pkg.successes.astype(np.float64)
+    if pkg.predicates is not None and pkg.predicates.size:
+        k = int(pkg.predicates.max()) + 1
+        fp = np.bincount(pkg.predicates, weights=f, minlength=k)
+        tp = np.bincount(pkg.predicates, weights=f + s, minlength=k)
+        pi = ((fp + 1.0) / (tp + 2.0))[pkg.predicates]
+    else:
+        pi = np.full(pkg.num_edges, (f.sum() + 1.0) / (f.sum() + s.sum() + 2.0))
+    theta = (alpha + PREDICATE_STRENGTH * pi) / (alpha + beta + PREDICATE_STRENGTH)
+    return 1.0 - theta
+
+
+def group_labels(kg) -> dict[str, tuple[np.ndarray, list[str]]]:
+    """Per edge of ``kg`` its predicate and subject entity group, as (index array, names).
+
+    Cached on the graph (a KG is not changed after loading): the engine asks every round.
+    """
+    cached = getattr(kg, "_estimator_labels", None)
+    if cached is not None:
+        return cached
+    pred_names = [kg.predicate_id(i) for i in range(len(kg.predicates))]
+    groups = [kg.entities[e].group or "(none)" for e in kg.entity_ids]
+    names = sorted(set(groups))
+    index = {g: i for i, g in enumerate(names)}
+    group_of_entity = np.asarray([index[g] for g in groups], dtype=np.int64)
+    group_of_edge = group_of_entity[kg.subjects] if kg.num_edges else np.empty(0, np.int64)
+    out = {"predicate": (np.asarray(kg.predicate_of, dtype=np.int64), pred_names), "group": (group_of_edge, names)}
+    try:
+        kg._estimator_labels = out
+    except AttributeError:  # a graph type with slots: recompute next time
+        pass
+    return out
+
+
+def table_from_store(store) -> ProbeTable | None:
+    """The :class:`ProbeTable` of a run file, or None when it predates recorded predictions."""
+    probes = store.probe_arrays()
+    preds = store.round_predictions()
+    if "predicted" not in probes or not preds:
+        return None
+    kg = store.kg
+    rounds = probes["round"]
+    last = store.last_round()
+    if any(r not in preds for r in range(1, last + 1)) or np.isnan(probes["predicted"]).any():
+        return None  # an older run resumed by this version: part of it has no predictions
+    labels = group_labels(kg)
+    act = np.asarray(kg.active, bool)
+    sizes: dict[str, dict[str, int]] = {}
+    per_probe: dict[str, np.ndarray] = {}
+    for kind, (lab, names) in labels.items():
+        cnt = np.bincount(lab[act], minlength=len(names))
+        sizes[kind] = {str(names[g]): int(cnt[g]) for g in range(len(names)) if cnt[g]}
+        per_probe[kind] = np.asarray(names, dtype=object)[lab[probes["edge"]]] if probes["edge"].size \
+            else np.empty(0, object)
+    means = [{kind: {g: tuple(v) for g, v in preds[r][kind].items()} for kind in labels}
+             for r in range(1, last + 1)]
+    design = probes["audit"]
+    table = ProbeTable(probes["correct"], design, probes["predicted"], probes["inclusion"], rounds - 1,
+                       per_probe, means, sizes, probes["edge"])
+    return table
+
+
+def run_estimates(store, *, confidence: float = 0.95) -> dict:
+    """KG, per-predicate and per-group accuracy with intervals for a run file, JSON-able.
+
+    ``{"kg": {...}, "by_predicate": {id: {...}}, "by_group": {name: {...}}}``; each entry
+    is a :meth:`GroupEstimate.as_dict`. Runs recorded before predictions were stored get
+    the plain audit mean with a Wilson interval for the KG and model-based groups only.
+    """
+    from kgprobe.metrics import wilson_interval
+
+    table = table_from_store(store)
+    probes = store.probe_arrays()
+    kg = store.kg
+    labels = group_labels(kg)
+    act = np.asarray(kg.active, bool)
+    direct: dict[str, dict[str, tuple[int, int]]] = {}
+    for kind, (lab, names) in labels.items():
+        e = probes["edge"]
+        ok = probes["correct"]
+        k = len(names)
+        s = np.bincount(lab[e], weights=ok, minlength=k) if e.size else np.zeros(k)
+        t = np.bincount(lab[e], minlength=k) if e.size else np.zeros(k)
+        direct[kind] = {str(names[g]): (int(s[g]), int(t[g] - s[g])) for g in range(k) if t[g]}
+    out: dict = {}
+    if table is not None and table.design.any():
+        out["kg"] = kg_estimate(table, confidence=confidence).as_dict()
+        for kind, key in (("predicate", "by_predicate"), ("group", "by_group")):
+            out[key] = {g: e.as_dict() for g, e in group_estimates(table, kind, confidence=confidence,
+                                                                   direct=direct[kind]).items()}
+        return _with_labels(out, kg)
+    d = probes["audit"]
+    n = int(d.sum())
+    if n:
+        k = int(probes["correct"][d].sum())
+        low, high = wilson_interval(k, n, confidence)
+        p = k / n
+        out["kg"] = GroupEstimate(p, low, high, n, int(act.sum()), DESIGN, "audit-wilson",
+                                  math.sqrt(max(p * (1 - p), 1e-12) / n)).as_dict()
+    else:
+        out["kg"] = None
+    sizes = {kind: np.bincount(lab[act], minlength=len(names)) for kind, (lab, names) in labels.items()}
+    for kind, key in (("predicate", "by_predicate"), ("group", "by_group")):
+        names = labels[kind][1]
+        idx = {str(nm): i for i, nm in enumerate(names)}
+        out[key] = {g: model_interval(s, f, n_group=int(sizes[kind][idx[g]]), confidence=confidence).as_dict()
+                    for g, (s, f) in direct[kind].items()}
+    return _with_labels(out, kg)
+
+
+def _with_labels(out: dict, kg) -> dict:
+    """Each predicate entry gains its label (the report shows labels, the keys are ids)."""
+    for pid, entry in out["by_predicate"].items():
+        entry["label"] = kg.predicates[pid].label if pid in kg.predicates else pid
+    return out
+
+
+def format_estimate(est: Mapping | None) -> str:
+    """``"61.2 % [55.0, 67.4] design-based"``-style text of an estimate dict ('n/a' when None)."""
+    if not est or est.get("estimate") is None or not math.isfinite(est["estimate"]):
+        return "n/a"
+    return f"{est['estimate']:.1%} [{est['low']:.1%}, {est['high']:.1%}] {est['basis']}"
+
+
+def compact_line(estimates: Mapping, *, limit: int = 3) -> str:
+    """One line for a live view: KG accuracy and the lowest-accuracy predicates, with intervals.
+
+    ``estimates`` is :func:`run_estimates`' result. E.g. ``"KG accuracy 61% [55, 67]
+    (design) · weakest predicates: capital 32% [20, 45], …"``.
+    """
+    kg = estimates.get("kg")
+    if not kg or kg.get("estimate") is None or not math.isfinite(kg["estimate"]):
+        return "KG accuracy: n/a (no design-based probes yet)"
+    parts = [f"KG accuracy {kg['estimate']:.0%} [{kg['low']:.0%}, {kg['high']:.0%}]"]
+    preds = [(e.get("label", k), e) for k, e in estimates.get("by_predicate", {}).items()
+             if e.get("estimate") is not None and math.isfinite(e["estimate"])]
+    preds.sort(key=lambda kv: kv[1]["estimate"])
+    if preds and limit > 0:
+        parts.append("lowest: " + ", ".join(
+            f"{name} {e['estimate']:.0%} [{e['low']:.0%}, {e['high']:.0%}]{'' if e['basis'] == DESIGN else '*'}"
+            for name, e in preds[:limit]))
+    return " · ".join(parts)

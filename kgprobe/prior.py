@@ -1,0 +1,297 @@
+"""Priors from earlier runs: an item-response model of edge difficulty and model ability.
+
+Other models' recorded answers on the same KG (run files or recorded sweeps) say which
+facts are hard. The Rasch model (one-parameter item response theory) puts that in one
+number per edge::
+
+    P(model m answers edge j right) = σ(a_m − b_j)
+
+with ability ``a_m`` per model and difficulty ``b_j`` per edge, fitted by maximum
+likelihood with a Gaussian penalty ``b_j ~ N(0, τ²)`` (``τ`` = :data:`DIFFICULTY_SD`;
+it keeps an edge every source model always got right, or always wrong, at a finite
+difficulty) over every recorded answer (scipy L-BFGS, analytic gradient).
+
+For a new model the ability is unknown. Before any probe it is the mean ability of the
+source models; after each round it is re-estimated from the new model's own direct
+answers (one-dimensional Newton steps on the penalized likelihood, penalty ``N(ā, s²)``
+with ``ā, s`` the source abilities' mean and spread, at least :data:`ABILITY_SD`). The
+prediction for edge j combines the item-response mean ``p_j = σ(â − b_j)`` with the
+edge's own answers as a Beta posterior of strength :data:`STRENGTH`::
+
+    ŷ_j = (K·p_j + s_j) / (K + s_j + f_j)
+
+Edges no source probed get the mean difficulty. The PKG starts from ``Beta(α₀ + K(1 −
+p_j), β₀ + K p_j)`` so the sampler, too, starts from what the prior knows. The fitted
+prior is stored in the run file (meta ``item_prior``), so a resumed run and its report
+use the very same numbers.
+
+Matching: sources are matched to the run's KG by KG name and by the (subject,
+predicate, object) ids of their edges. A source made on another KG, or sharing no edge
+with the run's KG, is an :class:`~kgprobe.errors.InputError` (exit code 2).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import expit
+
+from kgprobe.errors import InputError
+
+#: Prior standard deviation of an edge difficulty (logit scale).
+DIFFICULTY_SD = 3.0
+#: Least prior spread of a new model's ability around the sources' mean (logit scale).
+ABILITY_SD = 1.0
+#: Pseudo-count of the item-response prediction against the edge's own answers.
+STRENGTH = 4.0
+
+
+@dataclass
+class AnswerCounts:
+    """One model's recorded answers: per edge (indices into ``kg``) right and total counts."""
+
+    source: str
+    model: str
+    kg_name: str
+    keys: list[tuple[str, str, str]]
+    right: np.ndarray
+    total: np.ndarray
+
+
+def _triple_keys(kg, edges: np.ndarray) -> list[tuple[str, str, str]]:
+    return [(kg.entity_id(int(kg.subjects[e])), kg.predicate_id(int(kg.predicate_of[e])),
+             kg.entity_id(int(kg.objects[e]))) for e in edges.tolist()]
+
+
+def load_answers(ref: str | os.PathLike) -> AnswerCounts:
+    """Recorded answers of a run file (``.kgrun``) or a recorded sweep (name or path)."""
+    ref = str(ref)
+    path = Path(ref)
+    if path.suffix == ".kgrun" or (path.is_file() and _is_sqlite(path)):
+        return _run_answers(path)
+    return _sweep_answers(ref)
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def _run_answers(path: Path) -> AnswerCounts:
+    from kgprobe.store import RunStore
+
+    with RunStore.open(path) as store:
+        kg = store.kg
+        probes = store.probe_arrays()
+        model = store.model_identity
+    if probes["edge"].size == 0:
+        raise InputError(f"the run {path} has no probes; a prior needs recorded answers")
+    edges, inv = np.unique(probes["edge"], return_inverse=True)
+    right = np.bincount(inv, weights=probes["correct"].astype(np.float64), minlength=edges.size)
+    total = np.bincount(inv, minlength=edges.size).astype(np.float64)
+    return AnswerCounts(str(path), model, kg.name, _triple_keys(kg, edges), right, total)
+
+
+def _sweep_answers(ref: str) -> AnswerCounts:
+    try:
+        from kgprobe.sweep import load_sweep
+    except ImportError:  # pragma: no cover - the sweep module ships with kgprobe
+        raise InputError(f"{ref!r} is not a run file, and this kgprobe cannot read recorded sweeps") from None
+
+    try:
+        sweep = load_sweep(ref)
+    except InputError:
+        raise
+    except (OSError, ValueError, KeyError) as exc:
+        raise InputError(f"cannot read a prior from {ref!r}: not a run file (.kgrun) nor a recorded sweep ({exc})") \
+            from None
+    return sweep_answers(sweep, ref)
+
+
+def sweep_answers(sweep, source: str) -> AnswerCounts:
+    """The recorded answers of a :class:`~kgprobe.sweep.Sweep` (keys from the sweep, else its KG)."""
+    edges = np.asarray(sweep.edges, dtype=np.int64)
+    if getattr(sweep, "keys", None) is not None:
+        keys = [tuple(k) for k in np.asarray(sweep.keys).tolist()]
+    else:
+        from kgprobe.sources.embedded import load_embedded_kg
+
+        keys = _triple_keys(load_embedded_kg(sweep.kg), edges)
+    correct = np.asarray(sweep.correct, dtype=bool)
+    return AnswerCounts(source, sweep.model, sweep.kg, keys, correct.sum(axis=1).astype(np.float64),
+                        np.full(edges.size, float(correct.shape[1])))
+
+
+def fit_rasch(right: np.ndarray, total: np.ndarray, *, difficulty_sd: float = DIFFICULTY_SD
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Penalized ML abilities (M,) and difficulties (J,) from counts of shape (M, J).
+
+    ``total[m, j] = 0`` where model m never answered edge j. The penalty is
+    ``Σ_j b_j² / (2 τ²)``; abilities are free (the penalty pins the scale's origin).
+    """
+    right = np.asarray(right, dtype=np.float64)
+    total = np.asarray(total, dtype=np.float64)
+    m, j = total.shape
+    wrong = total - right
+    inv_var = 1.0 / difficulty_sd**2
+
+    def objective(x):
+        a, b = x[:m], x[m:]
+        eta = a[:, None] - b[None, :]
+        p = expit(eta)
+        # −log L = Σ −r log p − w log(1 − p), written stably with logaddexp.
+        nll = np.sum(right * np.logaddexp(0.0, -eta) + wrong * np.logaddexp(0.0, eta))
+        resid = right - total * p  # d(log L)/d eta
+        grad_a = -resid.sum(axis=1)
+        grad_b = resid.sum(axis=0) + inv_var * b
+        return nll + 0.5 * inv_var * float(b @ b), np.concatenate([grad_a, grad_b])
+
+    res = minimize(objective, np.zeros(m + j), jac=True, method="L-BFGS-B", options={"maxiter": 2000})
+    return res.x[:m], res.x[m:]
+
+
+@dataclass
+class ItemPrior:
+    """A fitted prior over a target KG's edges (module docstring). JSON round-trips exactly."""
+
+    kg_name: str
+    difficulty: np.ndarray  # (num_edges,) over the target KG; NaN where no source probed the edge
+    abilities: dict[str, float]
+    sources: list[str]
+    strength: float = STRENGTH
+    shared_edges: int = 0
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def mean_difficulty(self) -> float:
+        known = self.difficulty[np.isfinite(self.difficulty)]
+        return float(known.mean()) if known.size else 0.0
+
+    @property
+    def ability_prior(self) -> tuple[float, float]:
+        a = np.asarray(list(self.abilities.values()), dtype=np.float64)
+        sd = float(a.std()) if a.size > 1 else 0.0
+        return float(a.mean()), max(ABILITY_SD, sd)
+
+    def filled_difficulty(self) -> np.ndarray:
+        if "b" not in self._cache:
+            b = self.difficulty.copy()
+            b[~np.isfinite(b)] = self.mean_difficulty
+            self._cache["b"] = b
+        return self._cache["b"]
+
+    def ability(self, successes: np.ndarray, failures: np.ndarray) -> float:
+        """The new model's ability from its direct answers (penalized ML, Newton steps)."""
+        b = self.filled_difficulty()
+        s = np.asarray(successes, dtype=np.float64)
+        f = np.asarray(failures, dtype=np.float64)
+        probed = (s + f) > 0
+        mu, sd = self.ability_prior
+        a = mu
+        if not probed.any():
+            return a
+        bs, ss, ns = b[probed], s[probed], s[probed] + f[probed]
+        for _ in range(25):
+            p = expit(a - bs)
+            grad = float(np.sum(ss - ns * p)) - (a - mu) / sd**2
+            hess = -float(np.sum(ns * p * (1 - p))) - 1.0 / sd**2
+            step = grad / hess
+            a -= step
+            if abs(step) < 1e-10:
+                break
+        return float(a)
+
+    def item_mean(self, ability: float) -> np.ndarray:
+        """σ(a − b_j) for every edge of the target KG."""
+        return expit(ability - self.filled_difficulty())
+
+    def predict(self, pkg) -> np.ndarray:
+        """Every edge's predicted chance of a right answer given the run so far (module docstring)."""
+        s = np.asarray(pkg.successes, dtype=np.float64)
+        f = np.asarray(pkg.failures, dtype=np.float64)
+        p = self.item_mean(self.ability(s, f))
+        k = self.strength
+        return (k * p + s) / (k + s + f)
+
+    def start(self, pkg) -> None:
+        """Start the PKG's Beta beliefs from the prior (before any probe)."""
+        p = self.item_mean(self.ability_prior[0])
+        act = pkg.active
+        pkg.alpha[act] += self.strength * (1.0 - p[act])
+        pkg.beta[act] += self.strength * p[act]
+        pkg._bins = None
+
+    # -- persistence -------------------------------------------------------------------
+    def to_json(self) -> str:
+        diff = [None if not math.isfinite(x) else round(float(x), 6) for x in self.difficulty.tolist()]
+        return json.dumps({"kg": self.kg_name, "difficulty": diff, "abilities": self.abilities,
+                           "sources": self.sources, "strength": self.strength, "shared_edges": self.shared_edges},
+                          separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "ItemPrior":
+        d = json.loads(text)
+        diff = np.asarray([np.nan if x is None else x for x in d["difficulty"]], dtype=np.float64)
+        return cls(d["kg"], diff, {k: float(v) for k, v in d["abilities"].items()}, list(d["sources"]),
+                   float(d["strength"]), int(d["shared_edges"]))
+
+
+def fit_prior(kg, sources: list[AnswerCounts], *, difficulty_sd: float = DIFFICULTY_SD) -> ItemPrior:
+    """The item-response prior over ``kg``'s edges from other models' recorded answers."""
+    if not sources:
+        raise InputError("a prior needs at least one run file or recorded sweep")
+    for src in sources:
+        if src.kg_name != kg.name:
+            raise InputError(
+                f"the prior {src.source!r} was recorded on the KG {src.kg_name!r}, but this run probes "
+                f"{kg.name!r}; a prior must come from runs or sweeps on the same KG"
+            )
+    index = {key: j for j, key in enumerate(_triple_keys(kg, np.arange(kg.num_edges)))}
+    cols: dict[int, int] = {}
+    rows = []
+    for src in sources:
+        idx = np.asarray([index.get(k, -1) for k in src.keys], dtype=np.int64)
+        keep = idx >= 0
+        if not keep.any():
+            raise InputError(
+                f"the prior {src.source!r} shares no edge with the KG {kg.name!r} of this run (matched by "
+                "subject, predicate and object ids); record it on the same KG"
+            )
+        rows.append((idx[keep], src.right[keep], src.total[keep]))
+        for e in idx[keep].tolist():
+            cols.setdefault(e, len(cols))
+    edges = np.fromiter(cols, dtype=np.int64, count=len(cols))
+    right = np.zeros((len(sources), edges.size))
+    total = np.zeros_like(right)
+    for m, (idx, r, t) in enumerate(rows):
+        c = np.asarray([cols[e] for e in idx.tolist()], dtype=np.int64)
+        np.add.at(right[m], c, r)
+        np.add.at(total[m], c, t)
+    active = np.asarray(kg.active, bool)
+    if not active[edges].any():
+        raise InputError(f"the prior shares no active edge with the KG {kg.name!r}; nothing it knows can be used")
+    a, b = fit_rasch(right, total, difficulty_sd=difficulty_sd)
+    difficulty = np.full(kg.num_edges, np.nan)
+    difficulty[edges] = b
+    names = []
+    for src in sources:
+        name = src.model
+        while name in names:
+            name += "'"
+        names.append(name)
+    return ItemPrior(kg.name, difficulty, dict(zip(names, a.tolist())), [s.source for s in sources],
+                     shared_edges=int(active[edges].sum()))
+
+
+def prior_from_refs(kg, refs: list[str]) -> ItemPrior:
+    """Load every reference (run file or sweep) and fit the prior over ``kg``."""
+    return fit_prior(kg, [load_answers(r) for r in refs])

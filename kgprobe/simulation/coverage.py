@@ -1,0 +1,287 @@
+"""Coverage of the accuracy intervals on a recorded sweep: does the 95 % interval hold the truth?
+
+:func:`replay_coverage` plays ``runs`` seeded runs of the engine's loop — predictions
+before the round, the sampler's selection (with its design-based audit share), the
+sweep's recorded answers as the oracle, the PKG update — for ``budget`` queries each,
+and scores every estimator against the sweep's truth: the KG accuracy ``1 − mean θ`` over
+the sweep's edges, and each predicate's and entity group's ``1 − mean θ`` over its edges.
+
+The KG's active set is restricted to the sweep's edges (the other edges stay as dead
+structure), exactly as the replay study of :mod:`kgprobe.simulation.replay` does. The
+oracle is :class:`~kgprobe.simulation.replay.ReplayOracle` when that module is present
+(draws of the recorded answers without replacement, then with replacement), else a
+fresh Bernoulli draw with the sweep's θ per probe; both have mean ``1 − θ_j`` per probe.
+
+Estimators scored:
+
+* ``ht-difference`` — :func:`kgprobe.estimators.kg_estimate` (design-unbiased,
+  model-assisted; what a run reports);
+* ``audit-wilson`` — the plain mean of the audit probes with a Wilson interval (what
+  kgprobe reported before; unbiased, ignores the predictions).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from kgprobe.errors import InputError
+from kgprobe.estimators import (
+    MODEL,
+    ProbeTable,
+    group_estimates,
+    kg_estimate,
+    round_means,
+    round_predictions,
+)
+from kgprobe.engine import UNTILTED_SAMPLERS
+from kgprobe.metrics import wilson_interval
+from kgprobe.sampling.audit import audit_inclusion, design_weights
+
+
+def _sweep_kg(sweep):
+    from kgprobe.sources.embedded import load_embedded_kg
+
+    return load_embedded_kg(sweep.kg)
+
+
+def _theta(sweep) -> np.ndarray:
+    return 1.0 - np.asarray(sweep.correct, dtype=np.float64).mean(axis=1)
+
+
+class _BernoulliOracle:
+    """Fresh Bernoulli draws with the sweep's θ (used when the replay oracle is absent)."""
+
+    def __init__(self, sweep, seed: int):
+        self._theta = np.zeros(int(np.max(sweep.edges)) + 1)
+        self._theta[np.asarray(sweep.edges)] = _theta(sweep)
+        self._rng = np.random.default_rng([seed, 13])
+
+    def answer(self, edges: np.ndarray) -> np.ndarray:
+        return self._rng.random(edges.size) >= self._theta[edges]
+
+
+def make_oracle(sweep, seed: int):
+    try:
+        from kgprobe.simulation.replay import ReplayOracle
+    except ImportError:
+        return _BernoulliOracle(sweep, seed)
+    return ReplayOracle(sweep, seed)
+
+
+def replay_setup(sweep, kg=None) -> dict[str, Any]:
+    """The restricted PKG, group labels and truths a replay study needs (built once)."""
+    from kgprobe.kg.parameterized import ParameterizedKG
+
+    kg = kg if kg is not None else _sweep_kg(sweep)
+    edges = np.asarray(sweep.edges, dtype=np.int64)
+    if edges.size == 0 or edges.max() >= kg.num_edges:
+        raise InputError(f"the sweep's edges do not index the KG {kg.name!r} ({kg.num_edges} edges)")
+    active = np.zeros(kg.num_edges, bool)
+    active[edges] = True
+    base = ParameterizedKG.from_kg(kg)
+    theta = np.zeros(kg.num_edges)
+    theta[edges] = _theta(sweep)
+    pred_names = [kg.predicate_id(i) for i in range(len(kg.predicates))]
+    groups = [kg.entities[e].group or "(none)" for e in kg.entity_ids]
+    group_names = sorted(set(groups))
+    gindex = {g: i for i, g in enumerate(group_names)}
+    group_of_edge = np.asarray([gindex[g] for g in groups], dtype=np.int64)[kg.subjects]
+    labels = {"predicate": (np.asarray(kg.predicate_of, dtype=np.int64), pred_names),
+              "group": (group_of_edge, group_names)}
+    truth = {"kg": float(1.0 - theta[edges].mean())}
+    sizes = {}
+    for kind, (lab, names) in labels.items():
+        cnt = np.bincount(lab[edges], minlength=len(names))
+        tot = np.bincount(lab[edges], weights=1.0 - theta[edges], minlength=len(names))
+        sizes[kind] = {str(names[g]): int(cnt[g]) for g in range(len(names)) if cnt[g]}
+        truth[kind] = {str(names[g]): float(tot[g] / cnt[g]) for g in range(len(names)) if cnt[g]}
+    return {"theta": theta, "kg": kg, "heads": base.heads, "tails": base.tails, "active": active, "labels": labels,
+            "sizes": sizes, "truth": truth, "predicates": kg.predicate_of}
+
+
+def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, budget: int, batch: int,
+                 seed: int, propagation_weight: float = 1.0, item_prior=None, tilt: float = 0.0) -> ProbeTable:
+    """One replayed run; the :class:`ProbeTable` the engine would have recorded."""
+    from kgprobe.kg.parameterized import ParameterizedKG
+    from kgprobe.sampling import make_sampler
+
+    pkg = ParameterizedKG(setup["heads"], setup["tails"], setup["active"], predicates=setup["predicates"],
+                          propagation_weight=propagation_weight)
+    if item_prior is not None:
+        item_prior.start(pkg)
+    smp = make_sampler(sampler, **sampler_options)
+    oracle = make_oracle(sweep, seed)
+    rng = np.random.default_rng([seed, 5])
+    cols: dict[str, list] = {k: [] for k in ("correct", "design", "predicted", "inclusion", "round", "edge")}
+    means = []
+    spent, t = 0, 0
+    while spent < budget:
+        n = min(batch, budget - spent, pkg.num_active)  # a batch never exceeds the active edges
+        right = round_predictions(pkg, smp, item_prior)
+        means.append({kind: round_means(right, lab, setup["active"], names)
+                      for kind, (lab, names) in setup["labels"].items()})
+        if tilt and sampler not in UNTILTED_SAMPLERS:
+            pkg.design_weights = design_weights(pkg, 1.0 - right, tilt)
+        sel = smp.select(pkg, n, rng)
+        audit = np.asarray(sel.audit, bool)
+        inclusion = np.full(sel.edges.size, np.nan)
+        inclusion[audit] = audit_inclusion(pkg, int(audit.sum()), sel.edges[audit])
+        pkg.design_weights = None
+        ok = np.asarray(oracle.answer(sel.edges), dtype=bool)
+        cols["correct"].append(ok)
+        cols["design"].append(audit)
+        cols["predicted"].append(right[sel.edges])
+        cols["inclusion"].append(inclusion)
+        cols["round"].append(np.full(sel.edges.size, t))
+        cols["edge"].append(sel.edges)
+        pkg.update(sel.edges, ok)
+        spent += sel.edges.size
+        t += 1
+    arr = {k: np.concatenate(v) for k, v in cols.items()}
+    labels = {kind: np.asarray(names, dtype=object)[lab[arr["edge"]]]
+              for kind, (lab, names) in setup["labels"].items()}
+    return ProbeTable(arr["correct"], arr["design"], arr["predicted"].astype(np.float64), arr["inclusion"],
+                      arr["round"], labels, means, setup["sizes"], arr["edge"])
+
+
+def _direct_counts(table: ProbeTable, kind: str) -> dict[str, tuple[int, int]]:
+    out = {}
+    lab = table.labels[kind]
+    for g in np.unique(lab):
+        sel = lab == g
+        s = int(table.correct[sel].sum())
+        out[str(g)] = (s, int(sel.sum()) - s)
+    return out
+
+
+def replay_coverage(
+    sweep,
+    *,
+    sampler: str = "thompson",
+    sampler_options: dict | None = None,
+    audit_fraction: float | None = None,
+    budget: int = 256,
+    batch: int = 32,
+    runs: int = 200,
+    seed: int = 0,
+    confidence: float = 0.95,
+    predicate_target: float = 0.85,
+    propagation_weight: float = 1.0,
+    item_prior=None,
+    kg=None,
+    tilt: float = 0.0,
+) -> dict:
+    """Coverage and half-width of the accuracy intervals over ``runs`` replayed runs.
+
+    Returns a JSON-able dict: ``truth``; per KG estimator (``ht-difference``,
+    ``audit-wilson``) its ``coverage``, mean ``ci_halfwidth``, ``mean_estimate``,
+    ``rmse``; and ``predicate_coverage`` / ``group_coverage``: per label the share of runs
+    whose interval held that label's truth, the share of labels at or above
+    ``predicate_target`` and the minimum, and how often the interval was model-based.
+    """
+    if runs < 1 or budget < 1 or batch < 1:
+        raise InputError("runs, budget and batch must be >= 1")
+    setup = replay_setup(sweep, kg)
+    opts = dict(sampler_options or {})
+    if audit_fraction is not None:
+        opts["audit_fraction"] = audit_fraction
+    truth = setup["truth"]
+    kg_stats: dict[str, dict[str, list]] = {m: {"covered": [], "half": [], "est": []}
+                                            for m in ("ht-difference", "audit-wilson")}
+    grp = {kind: {g: {"covered": [], "model": []} for g in truth[kind]} for kind in ("predicate", "group")}
+    weak_probes: list[float] = []
+    weak_found: list[int] = []
+    for r in range(runs):
+        table = simulate_run(setup, sweep, sampler=sampler, sampler_options=opts, budget=budget, batch=batch,
+                             seed=seed * 100_003 + r, propagation_weight=propagation_weight, item_prior=item_prior,
+                             tilt=tilt)
+        est = kg_estimate(table, confidence=confidence)
+        weak = setup["theta"][table.edge] > 0.5
+        weak_probes.append(float(weak.mean()))
+        weak_found.append(int(np.unique(table.edge[weak]).size))
+        d = table.design
+        k, n = int(table.correct[d].sum()), int(d.sum())
+        lo, hi = wilson_interval(k, n, confidence)
+        for name, (e, low, high) in (("ht-difference", (est.estimate, est.low, est.high)),
+                                     ("audit-wilson", (k / n if n else math.nan, lo, hi))):
+            kg_stats[name]["covered"].append(bool(low <= truth["kg"] <= high))
+            kg_stats[name]["half"].append((high - low) / 2)
+            kg_stats[name]["est"].append(e)
+        for kind in grp:
+            ests = group_estimates(table, kind, confidence=confidence, direct=_direct_counts(table, kind))
+            for g, st in grp[kind].items():
+                ge = ests.get(g)
+                if ge is None or math.isnan(ge.low):
+                    st["covered"].append(False)  # no interval at all counts as a miss
+                    st["model"].append(True)
+                    continue
+                st["covered"].append(bool(ge.low <= truth[kind][g] <= ge.high))
+                st["model"].append(ge.basis == MODEL)
+    out: dict[str, Any] = {"truth": round(truth["kg"], 4), "runs": runs, "budget": budget, "batch": batch,
+                           "sampler": sampler, "sampler_options": opts, "design_tilt": tilt}
+    for name, st in kg_stats.items():
+        e = np.asarray(st["est"], dtype=np.float64)
+        out[name] = {
+            "coverage": round(float(np.mean(st["covered"])), 3),
+            "ci_halfwidth": round(float(np.nanmean(st["half"])), 4),
+            "mean_estimate": round(float(np.nanmean(e)), 4),
+            "rmse": round(float(np.sqrt(np.nanmean((e - truth["kg"]) ** 2))), 4),
+            "abs_error": round(float(np.nanmean(np.abs(e - truth["kg"]))), 4),
+            "within_3pt": round(float(np.mean(np.abs(e - truth["kg"]) <= 0.03)), 3),
+        }
+    # The floor of any design-unbiased estimate from these probes: even exact predictions
+    # leave each probe's Bernoulli noise, mean θ(1 − θ) over the edges per probe.
+    theta = _theta(sweep)
+    out["bernoulli_variance"] = round(float(np.mean(theta * (1 - theta))), 4)
+    # What the blind-spot search got: share of probes on edges the model gets wrong more
+    # often than not (θ > ½), and how many such edges a run probed at least once.
+    out["weak_probe_share"] = round(float(np.mean(weak_probes)), 3)
+    out["weak_edges_found"] = round(float(np.mean(weak_found)), 1)
+    out["weak_edges"] = int(np.sum(theta > 0.5))
+    for kind, per in grp.items():
+        cov = {g: float(np.mean(st["covered"])) for g, st in per.items()}
+        vals = np.asarray(list(cov.values()))
+        out[f"{kind}_coverage"] = {
+            "share_at_target": round(float(np.mean(vals >= predicate_target)), 3),
+            "min": round(float(vals.min()), 3),
+            "target": predicate_target,
+            "per_label": {g: round(c, 3) for g, c in cov.items()},
+            "model_based_share": {g: round(float(np.mean(st["model"])), 3) for g, st in per.items()},
+            "edges": setup["sizes"][kind],
+        }
+    return out
+
+
+def run_defaults() -> dict:
+    """The sampler, batch and audit fraction a default ``kgprobe run`` uses."""
+    from kgprobe.commands.run import DEFAULTS
+
+    return {"sampler": DEFAULTS["sampler"], "batch": DEFAULTS["batch_size"],
+            "audit_fraction": DEFAULTS["audit_fraction"], "propagation_weight": DEFAULTS["propagation_weight"],
+            "design_tilt": DEFAULTS.get("design_tilt", 0.0)}
+
+
+def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 0, kg=None) -> dict:
+    """The keys ``kgprobe bench efficiency --truth`` adds to its JSON line (run defaults, 256 queries).
+
+    ``coverage`` and ``ci_halfwidth`` (mean) of the reported KG interval; ``predicate_coverage``:
+    the share of predicates whose interval held their truth in ≥ 85 % of runs, and the
+    minimum coverage over predicates.
+    """
+    d = run_defaults()
+    out = replay_coverage(sweep, sampler=d["sampler"], audit_fraction=d["audit_fraction"], batch=d["batch"],
+                          propagation_weight=d["propagation_weight"], budget=budget, runs=runs, seed=seed, kg=kg,
+                          tilt=d["design_tilt"])
+    kg_est = out["ht-difference"]
+    pc = out["predicate_coverage"]
+    return {
+        "coverage": kg_est["coverage"],
+        "ci_halfwidth": kg_est["ci_halfwidth"],
+        "predicate_coverage": {"share": pc["share_at_target"], "min": pc["min"], "target": pc["target"]},
+        "coverage_study": {"runs": runs, "budget": budget, "truth": out["truth"], "estimator": "ht-difference",
+                           "sampler": d["sampler"], "audit_fraction": d["audit_fraction"],
+                           "audit_wilson": out["audit-wilson"], "group_coverage_min": out["group_coverage"]["min"]},
+    }

@@ -1,0 +1,205 @@
+"""The design-based estimators on hand-made examples: exact unbiasedness by enumerating the design.
+
+Every test enumerates every sample the design can draw and every outcome the model can
+give, weights each by its probability, and checks that the estimator's expectation is
+the truth exactly (to float round-off) — not by simulation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from kgprobe.compare import _difference, holm
+from kgprobe.estimators import DESIGN, MODEL, design_estimate, model_interval
+
+# Four active edges: chance of a right answer μ_j; accuracy A = 0.65.
+MU = np.array([0.9, 0.5, 0.2, 1.0])
+A = 0.65
+
+
+def _outcomes(edges):
+    """Every outcome vector of ``edges`` with its probability under MU."""
+    for ys in itertools.product((0, 1), repeat=len(edges)):
+        p = math.prod(MU[e] if y else 1 - MU[e] for e, y in zip(edges, ys))
+        yield np.array(ys, dtype=float), p
+
+
+def test_difference_estimator_is_exactly_unbiased_under_simple_random_sampling():
+    # ``raw`` is the estimate before clipping to [0, 1] (clipping is for display).
+    # One round, 2 of 4 edges without replacement (π = 1/2), arbitrary predictions.
+    yhat = np.array([0.7, 0.4, 0.6, 0.5])
+    expectation = 0.0
+    for sample in itertools.combinations(range(4), 2):
+        for y, p in _outcomes(sample):
+            s = list(sample)
+            est = design_estimate(y, yhat[s], np.full(2, 0.5), [0, 0], [yhat.mean()], n_group=4)
+            expectation += p / 6 * est.raw
+    assert expectation == pytest.approx(A, abs=1e-12)
+
+
+def test_horvitz_thompson_difference_is_exactly_unbiased_with_unequal_probabilities():
+    # A fixed-size design with unequal inclusion probabilities: π = (0.7, 0.6, 0.4, 0.3).
+    design = {(0, 1): 0.4, (0, 2): 0.3, (1, 3): 0.2, (2, 3): 0.1}
+    pi = np.zeros(4)
+    for s, p in design.items():
+        pi[list(s)] += p
+    assert pi == pytest.approx([0.7, 0.6, 0.4, 0.3])
+    yhat = np.array([0.3, 0.9, 0.1, 0.5])
+    kg = grp = 0.0
+    for sample, ps in design.items():
+        s = list(sample)
+        for y, p in _outcomes(sample):
+            kg += ps * p * design_estimate(y, yhat[s], pi[s], [0, 0], [yhat.mean()], n_group=4).raw
+            # The group {0, 1} (accuracy 0.7): mean prediction over the group, its own N_G.
+            in_g = np.isin(s, [0, 1])
+            grp += ps * p * design_estimate(y, yhat[s], pi[s], [0, 0], [yhat[:2].mean()], n_group=2,
+                                            in_group=in_g, mean_var=[0.2], n_total=4, group=True).raw
+    assert kg == pytest.approx(A, abs=1e-12)
+    assert grp == pytest.approx(0.7, abs=1e-12)
+
+
+def test_unbiased_when_the_predictions_adapt_to_earlier_answers():
+    # Two rounds, one uniform draw each from the first three edges (μ = 0.9, 0.5, 0.2;
+    # A = 1.6/3). Round 2 predicts from round 1's answer: the edge answered gets ŷ = y,
+    # the others 0.2 + 0.6·y. The predictions depend on the data, yet the expectation is A.
+    mu3 = MU[:3]
+    truth = mu3.mean()
+    expectation = 0.0
+    for e1, e2 in itertools.product(range(3), repeat=2):
+        for y1 in (0, 1):
+            p1 = mu3[e1] if y1 else 1 - mu3[e1]
+            yhat1 = np.full(3, 0.5)
+            yhat2 = np.full(3, 0.2 + 0.6 * y1)
+            yhat2[e1] = y1
+            for y2 in (0, 1):
+                p2 = mu3[e2] if y2 else 1 - mu3[e2]
+                est = design_estimate([y1, y2], [yhat1[e1], yhat2[e2]], [1 / 3, 1 / 3], [0, 1],
+                                      [yhat1.mean(), yhat2.mean()], n_group=3)
+                expectation += p1 * p2 / 9 * est.raw
+    assert expectation == pytest.approx(truth, abs=1e-12)
+
+
+def test_kg_interval_by_hand():
+    # N = 10, one round of 4 uniform draws (π = 0.4), mean prediction 0.6.
+    # residuals y − ŷ = 0.5, −0.5, 0.2, 0.2 -> z = 1.1, 0.1, 0.8, 0.8; mean 0.7;
+    # sample variance (0.16 + 0.36 + 0.01 + 0.01) / 3 = 0.18; se = sqrt(0.18 / 4) = 0.212132;
+    # half-width 1.959964 · 0.212132 = 0.415771 -> [0.284229, 1 (clipped from 1.115771)].
+    est = design_estimate([1, 0, 1, 1], [0.5, 0.5, 0.8, 0.8], [0.4] * 4, [0] * 4, [0.6], n_group=10)
+    assert (est.estimate, est.n, est.basis) == (pytest.approx(0.7), 4, DESIGN)
+    assert est.se == pytest.approx(0.212132, abs=1e-6)
+    assert est.low == pytest.approx(0.284229, abs=1e-6) and est.high == 1.0
+
+
+def test_group_interval_by_hand_student_t_and_variance_floor():
+    # The same probes; the group holds the first three (N_G = 5 of N = 10), mean prediction
+    # 0.5 over it, mean predicted variance 0.24. Each in-group residual is scaled by
+    # m / (N_G π) = 4 / 2 = 2: z = 0.5 + (1.0, −1.0, 0.4, 0) = 1.5, −0.5, 0.9, 0.5; mean 0.6;
+    # sample variance (0.81 + 1.21 + 0.09 + 0.01) / 3 = 0.706667 > floor 0.24 · 10/5 = 0.48;
+    # se = sqrt(0.706667 / 4) = 0.420317; t quantile with 3 − 1 = 2 df: 4.302653;
+    # half-width 1.808476 -> [0, 1] after clipping.
+    est = design_estimate([1, 0, 1, 1], [0.5, 0.5, 0.8, 0.8], [0.4] * 4, [0] * 4, [0.5], n_group=5,
+                          in_group=[True, True, True, False], mean_var=[0.24], n_total=10, group=True)
+    assert est.estimate == pytest.approx(0.6) and est.n == 3 and est.df == 2
+    assert est.se == pytest.approx(0.420317, abs=1e-6)
+    assert (est.low, est.high) == (0.0, 1.0)
+    # With the in-group residuals all zero the sample variance (z = 0.5, 0.5, 0.5, 0.5) is 0,
+    # and the floor 0.48 sets the width: se = sqrt(0.48 / 4) = 0.346410.
+    est = design_estimate([1, 0, 1, 1], [1.0, 0.0, 1.0, 0.8], [0.4] * 4, [0] * 4, [0.5], n_group=5,
+                          in_group=[True, True, True, False], mean_var=[0.24], n_total=10, group=True)
+    assert est.estimate == pytest.approx(0.5) and est.se == pytest.approx(math.sqrt(0.12), abs=1e-9)
+
+
+def test_model_based_interval_is_labelled_and_jeffreys():
+    # Jeffreys' interval for 0 of 3: posterior Beta(0.5, 3.5); the lower end is 0 by
+    # convention (no success), the upper end the 97.5 % quantile: the regularized
+    # incomplete beta function there is 0.975.
+    from scipy.special import betainc
+
+    est = model_interval(0, 3, n_group=12)
+    assert est.basis == MODEL and est.estimate == 0.0 and est.low == 0.0 and est.edges == 12
+    assert betainc(0.5, 3.5, est.high) == pytest.approx(0.975, abs=1e-9)
+    # 2 of 4: both ends are quantiles (2.5 % and 97.5 %) of Beta(2.5, 2.5), symmetric about ½.
+    est = model_interval(2, 2, n_group=4)
+    assert est.estimate == 0.5 and est.low + est.high == pytest.approx(1.0)
+    assert betainc(2.5, 2.5, est.low) == pytest.approx(0.025, abs=1e-9)
+
+
+def test_holm_adjustment_by_hand():
+    # Sorted 0.01, 0.03, 0.04 -> 3·0.01 = 0.03, 2·0.03 = 0.06, max(0.06, 1·0.04) = 0.06.
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+
+
+def test_paired_difference_by_hand():
+    # Per-probe differences d = 0, 0, 1, 0: mean 0.25, variance 0.25, se = sqrt(0.25/4) = 0.25,
+    # 95 % interval 0.25 ± 0.489991; two-sided p = 2·(1 − Φ(1)) = 0.317311.
+    a = {"estimate": 0.75, "low": 0.3, "high": 1.0, "se": 0.2, "df": math.inf, "basis": DESIGN}
+    b = {"estimate": 0.5, "low": 0.1, "high": 0.9, "se": 0.25, "df": math.inf, "basis": DESIGN}
+    d = _difference(a, b, np.array([1.0, 0, 1, 1]), np.array([1.0, 0, 0, 1]), group=False)
+    assert d["test"] == "paired" and d["difference"] == pytest.approx(0.25)
+    assert d["low"] == pytest.approx(0.25 - 0.489991, abs=1e-6) and d["p"] == pytest.approx(0.317311, abs=1e-6)
+    # Independent runs: se² = 0.2² + 0.25² = 0.1025.
+    d = _difference(a, b, group=False)
+    assert d["test"] == "independent" and d["se"] == pytest.approx(math.sqrt(0.1025))
+    # A model-based estimate is not tested.
+    assert _difference(a, {**b, "basis": MODEL}, group=False) is None
+
+
+class _HandSweep:
+    """A recorded sweep made by hand: K answers per edge drawn with known θ (the Sweep fields a replay uses)."""
+
+    def __init__(self, kg, edges, correct):
+        self.kg, self.edges, self.correct = kg.name, edges, correct
+        self.passes = correct.shape[1]
+
+
+def test_replay_study_the_estimate_is_centred_on_the_truth_and_the_interval_covers():
+    from kgprobe.simulation.coverage import replay_coverage
+    from kgprobe.simulation.theta import theta_for_kg
+    from kgprobe.sources.embedded import load_embedded_kg
+
+    kg = load_embedded_kg("countries")
+    rng = np.random.default_rng(0)
+    edges = np.sort(rng.choice(np.flatnonzero(kg.active), 200, replace=False))
+    theta = theta_for_kg(kg, seed=1)[edges]
+    sweep = _HandSweep(kg, edges, rng.random((200, 10)) >= theta[:, None])
+    truth = float(sweep.correct.mean())
+    out = replay_coverage(sweep, kg=kg, sampler="thompson", audit_fraction=0.5, budget=128, batch=32, runs=60)
+    assert out["truth"] == pytest.approx(truth, abs=1e-4)
+    est = out["ht-difference"]
+    # 60 independent runs: their mean lies within 3 standard errors (rmse / √60) of the truth,
+    # and a 95 % interval covering in fewer than 85 % of 60 runs would be a < 1 % event.
+    assert abs(est["mean_estimate"] - truth) <= 3 * est["rmse"] / math.sqrt(60)
+    assert est["coverage"] >= 0.85
+    assert set(out["predicate_coverage"]["per_label"]) == {kg.predicate_id(int(p)) for p in
+                                                           np.unique(kg.predicate_of[edges])}
+
+
+def test_systematic_design_draws_each_edge_with_its_inclusion_probability_exactly():
+    from kgprobe.sampling.audit import draw_systematic, inclusion_probabilities
+
+    # Weights 1:2:3:4 for 2 draws: π = 2·w/10 = 0.2, 0.4, 0.6, 0.8. With weights 1:1:1:7
+    # the last would get 1.4: it is capped at 1 and the other draw shared 1/3 each.
+    assert inclusion_probabilities(np.array([1.0, 2, 3, 4]), 2) == pytest.approx([0.2, 0.4, 0.6, 0.8])
+    assert inclusion_probabilities(np.array([1.0, 1, 1, 7, 0]), 2) == pytest.approx([1 / 3] * 3 + [1, 0])
+    # Exact: for a fixed order the draw is a step function of the start u; integrate over
+    # u's breakpoints for every one of the 4! orders.
+    pi = np.array([0.2, 0.4, 0.6, 0.8])
+    freq = np.zeros(4)
+    for order in itertools.permutations(range(4)):
+        cum = np.cumsum(pi[list(order)])
+        cuts = np.unique(np.round(np.concatenate([[0.0, 1.0], np.mod(cum, 1.0)]), 12))
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            u = (lo + hi) / 2
+            points = u + np.arange(2)
+            picked = [order[j] for j in range(4) if np.any((points > (cum[j] - pi[order[j]])) & (points <= cum[j]))]
+            assert len(picked) == 2
+            freq[picked] += (hi - lo) / 24
+    assert freq == pytest.approx(pi, abs=1e-12)
+    # The implementation draws exactly 2 distinct edges.
+    rng = np.random.default_rng(0)
+    draws = [draw_systematic(pi, rng) for _ in range(200)]
+    assert all(d.size == 2 and np.unique(d).size == 2 for d in draws)

@@ -1,0 +1,188 @@
+"""What a run records for its estimates, old run files, priors from other runs, comparisons.
+
+The engine runs with the simulated model (fast); the prior errors go through the real
+command line (they stop before any model is loaded).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy.special import expit
+
+import kgprobe
+from kgprobe.estimators import predicted_right
+from kgprobe.kg.graph import Entity, KnowledgeGraph, Predicate, Triple
+from kgprobe.kg.parameterized import ParameterizedKG
+from kgprobe.store import ProbeRecord, RoundRecord, RunStore
+
+
+def kgprobe_cli(*args, cwd=None):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    return subprocess.run([sys.executable, "-m", "kgprobe.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=300)
+
+
+def test_each_probe_records_its_prediction_and_inclusion_probability(tmp_path, countries, sim_model):
+    run = kgprobe.probe(countries, sim_model, budget=64, batch_size=32, seed=0, store=tmp_path / "a.kgrun",
+                        audit_fraction=0.125, design_tilt=0.5)
+    # Strict JSON (no NaN / Infinity) with every estimate labelled.
+    summary = json.loads(json.dumps(run.summary(), allow_nan=False))
+    assert summary["accuracy_estimate"]["basis"] == "design-based"
+    assert {e["basis"] for e in summary["estimates_by_predicate"].values()} <= {"design-based", "model-based"}
+    run.close()
+    with RunStore.open(tmp_path / "a.kgrun") as store:
+        probes = store.probe_arrays()
+        preds = store.round_predictions()
+        r1 = probes["round"] == 1
+        # Before round 1 nothing is known: every edge is predicted like its predicate's
+        # empty pool, (0 + 1) / (0 + 2) = ½, and so is every group mean (variance ¼).
+        assert np.all(probes["predicted"][r1] == 0.5)
+        assert preds[1]["predicate"]["P36"] == [0.5, 0.25]
+        # Audit fraction 1/8 of 32: 4 design draws among the 3,246 active edges. Before round
+        # 1 every edge is predicted alike, so the tilted design is uniform: π = 4 / 3,246.
+        audit = probes["audit"]
+        assert int(audit[r1].sum()) == 4
+        assert probes["inclusion"][audit & r1] == pytest.approx(4 / countries.num_active)
+        assert np.isnan(probes["inclusion"][~audit]).all()
+        # Round 2 tilts half of the design towards edges predicted wrong: π_j = 4 · w_j with
+        # w_j = ½ / N + ½ · θ̂_j / Σ θ̂ (no edge reaches π = 1 here).
+        # Round 2's predictions are those of the PKG after round 1.
+        pkg = ParameterizedKG.from_kg(countries)
+        pkg.load_state_dict(store.pkg_state(1))
+        from kgprobe.sampling import make_sampler
+
+        right = predicted_right(pkg, make_sampler("thompson"))
+        r2 = probes["round"] == 2
+        assert probes["predicted"][r2] == pytest.approx(right[probes["edge"][r2]])
+        err = (1 - right) * countries.active
+        w = 0.5 / countries.num_active + 0.5 * err / err.sum()
+        a2 = audit & r2
+        assert probes["inclusion"][a2] == pytest.approx(4 * w[probes["edge"][a2]])
+
+
+def _downgrade_to_format_1(path):
+    con = sqlite3.connect(path)
+    with con:
+        con.execute("ALTER TABLE probes DROP COLUMN predicted")
+        con.execute("ALTER TABLE probes DROP COLUMN inclusion")
+        con.execute("ALTER TABLE rounds DROP COLUMN predictions")
+        con.execute("UPDATE meta SET value = '1' WHERE key = 'format_version'")
+    con.close()
+
+
+def test_a_format_1_run_file_is_read_and_upgraded_on_resume(tmp_path, countries, sim_model):
+    path = tmp_path / "old.kgrun"
+    kgprobe.probe(countries, sim_model, budget=64, batch_size=32, seed=0, store=path).close()
+    _downgrade_to_format_1(path)
+    with kgprobe.open_run(path) as run:
+        probes = run.store.probe_arrays()
+        est = run.estimates()
+    assert "predicted" not in probes
+    # Without predictions the KG estimate is the audit mean with Wilson's interval.
+    k, n = int(probes["correct"][probes["audit"]].sum()), int(probes["audit"].sum())
+    assert est["kg"]["method"] == "audit-wilson" and est["kg"]["estimate"] == pytest.approx(k / n)
+    assert all(e["basis"] == "model-based" for e in est["by_predicate"].values())
+    with RunStore.open(path, writable=True) as store:
+        assert store.meta("format_version") == "2"
+        assert np.isnan(store.probe_arrays()["predicted"]).all()
+
+
+def _hand_run(path, name: str, ids: tuple[str, str, str]):
+    s, p, o = ids
+    kg = KnowledgeGraph([Entity(s, "Atlantis"), Entity(o, "Poseidonia")], [Predicate(p, "capital")],
+                        [Triple(s, p, o)], name=name)
+    store = RunStore.create(path, config=kgprobe.engine.EngineConfig(batch_size=1).to_dict(), kg=kg,
+                            model_identity="other-model")
+    pkg = ParameterizedKG.from_kg(kg)
+    pkg.update(np.array([0]), np.array([True]))
+    store.commit_round(RoundRecord(1, 1, 1, 1, False, 0.0, 1.0, {}, False, pkg.state_dict(), {}, {},
+                                   [ProbeRecord(1, 0, 0, True, True, "q", "a", {})]))
+    store.close()
+    return str(path)
+
+
+def test_a_prior_from_another_kg_is_refused(tmp_path):
+    other = _hand_run(tmp_path / "other.kgrun", "atlantis", ("Q1", "P36", "Q2"))
+    out = tmp_path / "runs"
+    p = kgprobe_cli("run", "--prior", other, "--out", str(out))
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert f"the prior {other!r} was recorded on the KG 'atlantis', but this run probes 'countries'" in p.stderr
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_a_prior_sharing_no_edge_is_refused(tmp_path, countries):
+    # Named like the embedded KG, but its only edge is no edge of it.
+    other = _hand_run(tmp_path / "other.kgrun", "countries", ("Q999999", "P36", "Q999998"))
+    p = kgprobe_cli("run", "--prior", other, "--out", str(tmp_path / "runs"))
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "shares no edge with the KG 'countries' of this run" in p.stderr
+    with pytest.raises(kgprobe.errors.InputError, match="shares no edge"):
+        kgprobe.probe(countries, "default", prior=other)
+
+
+@pytest.mark.slow
+def test_a_prior_from_another_model_starts_the_pkg_and_the_predictions(tmp_path, countries, theta):
+    from kgprobe.prior import ItemPrior
+    from kgprobe.simulation.model import SimulatedModel
+
+    source = tmp_path / "source.kgrun"
+    kgprobe.probe(countries, SimulatedModel(countries, theta, seed=5), budget=192, batch_size=64, seed=1,
+                  store=source, sampler="uniform").close()
+    run = kgprobe.probe(countries, SimulatedModel(countries, theta, seed=11), budget=64, batch_size=32, seed=0,
+                        store=tmp_path / "b.kgrun", prior=str(source))
+    prior = ItemPrior.from_json(run.store.meta("item_prior"))
+    from kgprobe.report import report_data
+
+    assert report_data(run)["prior"]["sources"] == [str(source)]
+    run.close()
+    assert prior.sources == [str(source)] and prior.shared_edges > 150
+    with RunStore.open(tmp_path / "b.kgrun") as store:
+        probes = store.probe_arrays()
+    r1 = probes["round"] == 1
+    # Before any answer of the new model: σ(ā − b_j), ā the source's ability.
+    a = prior.ability_prior[0]
+    assert probes["predicted"][r1] == pytest.approx(expit(a - prior.filled_difficulty()[probes["edge"][r1]]))
+    # An edge the source got right has a lower difficulty than one it got wrong.
+    with RunStore.open(source) as store:
+        src = store.probe_arrays()
+    right_edges = np.unique(src["edge"][src["correct"]])
+    wrong_only = np.setdiff1d(np.unique(src["edge"][~src["correct"]]), right_edges)
+    assert prior.difficulty[right_edges].max() < prior.difficulty[wrong_only].min()
+
+
+@pytest.mark.slow
+def test_compare_pairs_runs_with_the_same_design_and_corrects_for_multiplicity(tmp_path, countries, theta):
+    from kgprobe.compare import compare_runs
+    from kgprobe.simulation.model import SimulatedModel
+
+    paths = []
+    for i, seed in enumerate((5, 11)):
+        path = tmp_path / f"m{i}.kgrun"
+        kgprobe.probe(countries, SimulatedModel(countries, theta, seed=seed), budget=96, batch_size=32, seed=0,
+                      store=path, audit_fraction=0.5).close()
+        paths.append(path)
+    runs = [kgprobe.open_run(p) for p in paths]
+    try:
+        cmp = compare_runs(runs, ["A", "B"])
+        est = [r.estimates() for r in runs]
+    finally:
+        for r in runs:
+            r.close()
+    diffs = cmp.differences
+    assert diffs["correction"] == "holm"
+    kg_row = diffs["differences"][0]
+    # Same seed, same batch: the audit draws do not depend on the answers, so both runs
+    # drew the same design edges and the difference is paired.
+    assert kg_row["scope"] == "KG" and kg_row["paired"] and kg_row["test"] == "paired"
+    assert kg_row["difference"] == pytest.approx(est[0]["kg"]["raw"] - est[1]["kg"]["raw"])
+    tested = [r for r in diffs["differences"] if r["tested"]]
+    assert diffs["family_size"] == len(tested)
+    smallest = min(tested, key=lambda r: r["p"])
+    assert smallest["p_holm"] == pytest.approx(min(1.0, len(tested) * smallest["p"]))
