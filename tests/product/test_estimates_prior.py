@@ -74,6 +74,9 @@ def _downgrade_to_format_1(path):
         con.execute("ALTER TABLE probes DROP COLUMN inclusion")
         con.execute("ALTER TABLE rounds DROP COLUMN predictions")
         con.execute("UPDATE meta SET value = '1' WHERE key = 'format_version'")
+        # Format-1 files predate run-file checksums too.
+        con.execute("DROP TABLE IF EXISTS checks")
+        con.execute("DELETE FROM meta WHERE key = 'integrity'")
     con.close()
 
 
