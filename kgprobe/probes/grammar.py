@@ -149,8 +149,11 @@ class Grammar:
 
 def clean_label(label: str) -> str:
     """A label as words: "date_of_birth" / "dateOfBirth" -> "date of birth"; "(s)" dropped."""
-    text = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", label.strip())
-    text = text.replace("_", " ").replace("(s)", "")
+    camel = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", label.strip())
+    if camel != label.strip() and " " not in label.strip():
+        # "birthPlace" -> "birth place" (acronyms such as "ISBN" keep their case)
+        camel = " ".join(w if w[1:2].isupper() else w.lower() for w in camel.split())
+    text = camel.replace("_", " ").replace("(s)", "")
     text = re.sub(r"\s+", " ", text).strip()
     # Lower-case a label whose words are all capitalised ("Date Of Birth"), keep acronyms ("ISBN-13").
     if text and all(w[:1].isupper() and not w[1:2].isupper() for w in text.split()):
@@ -321,10 +324,10 @@ def _event(label: str) -> tuple[str, str, str] | None:
     return None
 
 
-def _noun_templates(label: str, aliases: list[str], kind: str, multi: bool) -> tuple[list, list, list]:
+def _noun_templates(label: str, kind: str, multi: bool) -> tuple[list, list, list]:
     wh_word = _WH_WORD[kind]
     det = _article(label) if multi else "the"
-    nouns = [label] + [a for a in aliases if shape_of(a) == "noun" and a != label]
+    nouns = [label]
     wh: list[str] = []
     yes_no: list[str] = []
     hgp = [f"The {label} of {{subject}} is", f"{{subject}}'s {label} is"]
@@ -379,6 +382,10 @@ def grammar_for(kg: KnowledgeGraph, predicate: str) -> Grammar:
     return per_kg[predicate]
 
 
+#: Aliases used for extra phrasings ("alias swap"), in the order the KG lists them.
+MAX_ALIASES = 3
+
+
 def _build(kg: KnowledgeGraph, predicate: str) -> Grammar:
     pred = kg.predicates.get(predicate)
     raw = pred.label if pred else predicate
@@ -388,6 +395,21 @@ def _build(kg: KnowledgeGraph, predicate: str) -> Grammar:
     multi = is_multi_valued(kg, predicate) if pred else False
     symmetric = is_symmetric(kg, predicate) if pred else False
     shape = shape_of(label)
+    hgp, wh, yes_no = _templates(label, kind, multi, shape)
+    # Alias swap: each alias read by its own shape adds its most natural wh and yes/no question
+    # ("empties into" of "mouth of the watercourse": "What does {s} empty into?").
+    for alias in [a for a in dict.fromkeys(aliases) if a.casefold() != label.casefold()][:MAX_ALIASES]:
+        _, a_wh, a_yes_no = _templates(alias, kind, multi, shape_of(alias))
+        wh, yes_no = wh + a_wh[:1], yes_no + a_yes_no[:1]
+    if symmetric:
+        yes_no = yes_no + [_swap(t) for t in yes_no if "{subject}" in t and "{object}" in t][:2]
+    return Grammar(
+        tuple(dict.fromkeys(hgp)), tuple(dict.fromkeys(wh)), tuple(dict.fromkeys(yes_no)), kind, shape, symmetric
+    )
+
+
+def _templates(label: str, kind: str, multi: bool, shape: str) -> tuple[list, list, list]:
+    """(hgp, wh, yes/no) templates of one label read as ``shape``."""
     words = label.split()
     wh_word = _WH_WORD[kind]
     which = {"person": "Who", "place": "Which place", "date": "When", "quantity": "What number",
@@ -439,9 +461,5 @@ def _build(kg: KnowledgeGraph, predicate: str) -> Grammar:
             if len(words) >= 2 and words[-1] in _PREPOSITIONS:
                 wh.append(_fronted(words, kind, "does {subject} " + " ".join([base, *words[1:-1]])))
     else:
-        hgp, wh, yes_no = _noun_templates(label, aliases, kind, multi)
-    if symmetric:
-        yes_no = yes_no + [_swap(t) for t in yes_no if "{subject}" in t and "{object}" in t][:2]
-    return Grammar(
-        tuple(dict.fromkeys(hgp)), tuple(dict.fromkeys(wh)), tuple(dict.fromkeys(yes_no)), kind, shape, symmetric
-    )
+        hgp, wh, yes_no = _noun_templates(label, kind, multi)
+    return hgp, wh, yes_no

@@ -303,7 +303,7 @@ class KGLensProbe(Probe):
         n = len(self.templates(kg, t.predicate, kind)) * len(self.subject_forms(kg, edge))
         if kind == "wh":
             return n
-        return n * (1 + len(negative_pool(kg, t.subject, t.predicate)))
+        return n * (1 + len(_negatives(kg, edge)))
 
     def question(
         self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator, *, wh: bool, attempt: int = 0
@@ -331,7 +331,7 @@ class KGLensProbe(Probe):
                         "attempt": attempt, "distinct": total, "repeated": attempt >= total}
             return {"type": "wh", "question": text, "gold": gold_names(kg, t.subject, t.predicate),
                     "subject_names": subject_names, "phrasing": phrasing}
-        pool = negative_pool(kg, t.subject, t.predicate)
+        pool = _negatives(kg, edge)
         if pool:
             # True and false objects alternate by attempt, from a start fixed per edge.
             positive = (_edge_hash(kg, edge) + attempt) % 2 == 0
@@ -466,3 +466,9 @@ def _phrasing_detail(question: dict) -> dict:
     if phrasing.get("repeated"):
         detail["repeated"] = True
     return detail
+
+
+def _negatives(kg: KnowledgeGraph, edge: int) -> list[tuple[str, str]]:
+    """C − T for a yes/no "no" question, without the subject itself ("Is X the spouse of X?")."""
+    t = kg.triple(edge)
+    return [(eid, name) for eid, name in negative_pool(kg, t.subject, t.predicate) if eid != t.subject]
