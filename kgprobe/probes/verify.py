@@ -267,11 +267,23 @@ _NEGATORS = ("not", "isn t", "isnt", "no", "never", "nor", "neither", "aren t", 
 _NEGATED_AFTER = re.compile(r"\s*(?:is|was|are|were)\s+(?:not|never)\b|\s*(?:isn t|wasn t|aren t|weren t)\b")
 
 
+# A negated verb a few words before a mention: "does not border France", "was never in Spain".
+_CLAUSE_NEGATORS = {"not", "never", "t", "neither", "nor"}
+# Words that start a new assertion, so a negation before them does not reach the mention:
+# "It is not Madrid but Paris".
+_CLAUSE_BREAKS = {"but", "and", "or", "rather", "instead", "it", "is", "was", "are", "yes", "so", "|"}
+
+
 def _negated(haystack: str, start: int, length: int) -> bool:
-    """"not Paris", "except Paris", and "Paris is not …" do not assert Paris."""
+    """"not Paris", "except Paris", "does not border Paris" and "Paris is not …" do not assert Paris."""
     before = haystack[:start].rstrip()
     if any(before.endswith(" " + n) or before == n for n in _NEGATORS):
         return True
+    for word in reversed(before.split()[-3:]):
+        if word in _CLAUSE_BREAKS or "\u2400" in word:
+            break
+        if word in _CLAUSE_NEGATORS:
+            return True
     return bool(_NEGATED_AFTER.match(haystack, start + length))
 
 
@@ -400,6 +412,11 @@ def _longest_mentions(norm: str, raw: str, indexes: Sequence[NameIndex]) -> list
     return sorted(chosen)
 
 
+# A sentence ends at "!", "?", ";", or at "." after a word of three or more lower-case
+# letters and before a capital ("… Spain. It …"), not after "St." or "D.C.".
+_SENTENCE_BREAK = re.compile(r"(?<=[a-z]{3}\.)\s+(?=[A-Z])|(?<=[!?;])\s+")
+
+
 def match_answer(
     response: str,
     gold_names: Iterable[str],
@@ -441,7 +458,9 @@ def match_answer(
     raw = response.strip()
     if not raw:
         return Match(False, "empty")
-    norm = normalize(raw)
+    # Sentences stay apart ("|"), so a negation in one ("I'm not sure.") does not reach
+    # a name in the next ("Maybe Canberra?").
+    norm = " | ".join(n for n in (normalize(x) for x in _SENTENCE_BREAK.split(raw)) if n)
     echoed = list(echoed)
     gold_variants = {v for g in golds for v in name_variants(g)}
     if echoed:
