@@ -183,3 +183,40 @@ def test_no_subject_as_its_own_wrong_object(facts):
                 if facts.triple(j).subject == "Diego Rivera" and facts.triple(j).predicate == "spouse")
     objects = {probe.render_attempt(facts, edge, np.random.default_rng(0), a).payload["object"] for a in range(40)}
     assert "Diego Rivera" not in objects and "Frida Kahlo" in objects
+
+
+def test_questions_command_prints_natural_questions(capsys):
+    from importlib import resources
+
+    from kgprobe.cli import main
+
+    path = resources.files("kgprobe.probes").joinpath("data/famous_facts.tsv")
+    assert main(["questions", "--kg", str(path), "--predicate", "capital", "--predicate", "flows into",
+                 "--n", "1", "--seed", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    # seed 3 samples Nevada and the Rhine; every line read and checked by hand (facts and
+    # grammar); the first yes/no polarity comes from each edge's triple
+    assert out == [
+        "capital: 12 edges, templates grammar, object kind place, label read as noun",
+        "  edge 61: Nevada -> Carson City  (24 distinct yes/no, 2 distinct wh questions)",
+        "    yes/no Is Springfield the capital of Nevada?  [no]",
+        "    yes/no Is Carson City the capital of Nevada?  [yes]",
+        "    wh     What is the capital of Nevada?  [Carson City]",
+        "    wh     Which place is the capital of Nevada?  [Carson City]",
+        "flows into: 12 edges, templates grammar, object kind thing, label read as verb",
+        "  edge 92: Rhine -> North Sea  (9 distinct yes/no, 2 distinct wh questions)",
+        "    yes/no Does Rhine flow into North Sea?  [yes]",
+        "    yes/no Does Rhine flow into East China Sea?  [no]",
+        "    wh     What does Rhine flow into?  [North Sea]",
+        "    wh     Into what does Rhine flow?  [North Sea]",
+    ]
+
+
+def test_questions_command_rejects_an_unknown_predicate(capsys):
+    from importlib import resources
+
+    from kgprobe.cli import main
+
+    path = resources.files("kgprobe.probes").joinpath("data/famous_facts.tsv")
+    assert main(["questions", "--kg", str(path), "--predicate", "wrote"]) == 2
+    assert "--predicate 'wrote' is not a predicate of this KG" in capsys.readouterr().err
