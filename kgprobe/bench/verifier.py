@@ -2,7 +2,7 @@
 
 Runs kgprobe's verifier on every item of the labelled set
 (``kgprobe/probes/data/labelled_answers.jsonl``) and, as the baseline in the same run,
-today's string rules without the KG's candidates (gold names only). Prints the
+the same string rules with the gold names only (no KG candidates or other names). Prints the
 disagreements, then a JSON object as the last line: ``items``, ``agreement`` (with a
 Wilson 95 % interval), the baseline's agreement, agreement per class, and how the
 wh-answers judged right split into right-and-complete and right-with-wrong-extras.
@@ -70,7 +70,7 @@ def handle(args) -> int:
         "agreement": round(k / n, 4),
         "agreement_ci95": [round(low, 4), round(high, 4)],
         "baseline_agreement": round(baseline_agree / n, 4),
-        "baseline": "today's string rules: gold names only, no KG candidates or names",
+        "baseline": "the string rules with the gold names only (no KG candidates, no other entity names)",
         "misses": [m[0] for m in misses],
         "per_class": {c: {"items": total[c], "agreement": round(agree[c] / total[c], 4)} for c in sorted(total)},
         "wh_right": {"complete": complete, "with_wrong_extras": extras, "incomplete_no_extras": incomplete},
