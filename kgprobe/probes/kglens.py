@@ -1,21 +1,30 @@
 """KGLens questions (METHODS §2): yes/no and wh-questions, EASY and HARD modes.
 
-* Yes/no: with probability ½ the question names the true object ("yes"), otherwise an
-  object drawn from C − T ("no"). Verified by the first word (:func:`parse_yes_no`:
+* Yes/no: the question names the true object ("yes") or an object from C − T ("no"),
+  alternating over the probes of an edge from a start fixed by the edge's triple (so
+  half the edges start with each). Verified by the first word (:func:`parse_yes_no`:
   case, punctuation, "Yes," / "no." / "A: Yes", a reversal later in the answer makes
   it wrong). ``YesNoLogprobProbe`` instead compares the log-probabilities of " Yes" and
   " No" after the same prompt (a tie is wrong).
 * Wh: asks for the object when out-degree(s, p) < 10 (otherwise the edge gets a yes/no
-  question, as in KGLens); verified against every true object and alias
-  (:func:`match_answer`), optionally with an LLM judge when string matching fails.
+  question, as in KGLens); verified against the KG's true objects, candidates and names
+  (:func:`kgprobe.probes.candidates.verify_wh`), optionally with an LLM judge when no
+  name matches.
 * EASY = yes/no only; HARD = wh or yes/no with probability ½ each.
 * The subject's alias goes into the question: "X (also known as Y)".
 
-Questions come from per-predicate templates by default, or from an LLM
-(``LLMQuestionGenerator``, the few-shot prompts of KGLens appendix A.6) with every
-generated question cached in a JSON file keyed by backend identity and triple. The
-answer prompts are A.6's: an instruction and two demonstrations, sent as one user
-message (``chat=True``) so chat-only backends can serve them.
+No identical repeats: the ``attempt``-th probe of an edge (the engine passes how often
+it was probed before) uses the ``attempt``-th phrasing — templates rotate fastest, then
+the wrong object, then the subject's alias. When they are used up the question repeats
+one and its verdict carries ``"repeated": true`` (the engine adds no evidence for it);
+every verdict records its phrasing (template, source, subject form, object, attempt).
+
+Templates are hand-written for the embedded KGs' predicates and built by
+:mod:`kgprobe.probes.grammar` for any other; an LLM (``LLMQuestionGenerator``, the
+few-shot prompts of KGLens appendix A.6) can add one template per predicate and kind,
+cached in a JSON file keyed by backend identity and predicate. The answer prompts are
+A.6's: an instruction and two demonstrations, sent as one user message (``chat=True``)
+so chat-only backends can serve them.
 """
 
 from __future__ import annotations
