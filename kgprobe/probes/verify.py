@@ -14,8 +14,12 @@ Two questions are answered here:
   refusal is wrong; a hedge that still names a gold answer ("I think it is Paris")
   is right, as KGLens' annotators were told ("correct when the answer or any alias
   appears"); a disjunctive guess over several alternatives ("Paris or Lyon") is
-  wrong unless every alternative is gold; a mention directly negated ("not Paris")
-  does not count.
+  wrong unless every alternative is gold; a negated mention ("not Paris", "does not
+  border France") does not count. Names are found longest first ("South Africa"
+  claims its words before "Africa"); given the KG's names and candidates
+  (:class:`NameIndex`, ``true_keys``, ``candidate_keys``; see
+  :mod:`kgprobe.probes.candidates`), naming a candidate outside the true objects is
+  wrong for a single-valued fact and a recorded precision error for a multi-valued one.
 
 Decisions where the papers are silent are documented at each function. The labelled
 set ``kgprobe/probes/data/labelled_answers.jsonl`` is the test of these rules.
