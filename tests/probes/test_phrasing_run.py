@@ -2,7 +2,8 @@
 
 Two edges with three wh-phrasings each ("Who is the author of X?", "Who wrote X?", "Who
 is X's author?"), brute force over 5 rounds: every edge is asked 5 times, the last two
-repeat earlier questions, are marked ``repeated`` and add no evidence to the PKG.
+repeat an earlier question, are marked ``repeated`` and add no evidence to the PKG (so
+the edge's probe count stays at 3 and both repeats ask the first phrasing again).
 Real default model (SmolLM2-135M-Instruct), 10 generations.
 """
 
@@ -41,7 +42,7 @@ def test_run_report_carries_phrasings_and_marks_repeats(tmp_path):
         mine = [p for p in probes if p["edge"] == edge]
         assert [p["question"] for p in mine] == [
             f"Who is the author of {subject}?", f"Who wrote {subject}?", f"Who is {subject}'s author?",
-            f"Who is the author of {subject}?", f"Who wrote {subject}?",
+            f"Who is the author of {subject}?", f"Who is the author of {subject}?",
         ]
         assert [p["repeated"] for p in mine] == [False, False, False, True, True]
         assert [p["phrasing"]["source"] for p in mine] == ["grammar"] * 5
