@@ -220,3 +220,16 @@ def test_questions_command_rejects_an_unknown_predicate(capsys):
     path = resources.files("kgprobe.probes").joinpath("data/famous_facts.tsv")
     assert main(["questions", "--kg", str(path), "--predicate", "wrote"]) == 2
     assert "--predicate 'wrote' is not a predicate of this KG" in capsys.readouterr().err
+
+
+def test_predicate_descriptions_survive_the_kg_file_and_the_run_store(wikidata_style, tmp_path):
+    from kgprobe.kg.formats import load_kg, save_kg
+    from kgprobe.store import kg_from_dict, kg_to_dict
+
+    path = save_kg(wikidata_style, tmp_path / "kg.jsonl")
+    back = load_kg(path)
+    assert back.predicates["P403"].description == "the body of water to which the watercourse drains"
+    assert back.predicates["P1X"].description == ""
+    # no "description" key is written for a predicate without one, so older readers see the same records
+    assert '"id":"P1X","label":"number of moons","aliases":[]}' in path.read_text()
+    assert kg_from_dict(kg_to_dict(wikidata_style)).predicates["P22"].description == "male parent of the subject"
