@@ -422,18 +422,18 @@ def _templates(label: str, kind: str, multi: bool, shape: str) -> tuple[list, li
     elif shape == "inverse-noun":
         noun = " ".join(words[:-1])
         det = "" if noun in ("part", "subclass") else ("the " if not multi else _article(noun) + " ")
-        hgp = [f"{{subject}} is {det}{noun} of", f"The {{subject}} is {det}{noun} of"][:1]
+        hgp = [f"{{subject}} is {det}{noun} of"]
         wh = [f"{wh_word} is {{subject}} {det}{noun} of?"]
         if which != wh_word:
             wh.append(f"{which} is {{subject}} {det}{noun} of?")
-        wh.append(f"{{subject}} is {det}{noun} of what?" if kind != "person" else f"{{subject}} is {det}{noun} of whom?")
-        yes_no = [f"Is {{subject}} {det}{noun} of {{object}}?", f"Is {{object}} what {{subject}} is {det}{noun} of?"]
-        yes_no = yes_no[:1]
+        wh.append(f"{{subject}} is {det}{noun} of {'whom' if kind == 'person' else 'what'}?")
+        yes_no = [f"Is {{subject}} {det}{noun} of {{object}}?"]
     elif shape == "passive":
         participle = " ".join(words[:-1])
         who = "Who" if kind == "person" else "What"
         hgp = [f"{{subject}} was {participle} by"]
-        wh = [f"{who} was {{subject}} {participle} by?", f"By {'whom' if kind == 'person' else 'what'} was {{subject}} {participle}?"]
+        whom = "whom" if kind == "person" else "what"
+        wh = [f"{who} was {{subject}} {participle} by?", f"By {whom} was {{subject}} {participle}?"]
         if len(words) == 2 and (words[0].endswith("ed") or words[0] in _IRREGULAR_PAST):
             # the active voice reads best: "Who founded Microsoft?"
             wh.insert(0, f"{who} {_IRREGULAR_PAST.get(words[0], words[0])} {{subject}}?")
@@ -452,7 +452,8 @@ def _templates(label: str, kind: str, multi: bool, shape: str) -> tuple[list, li
         hgp = [f"{{subject}} {label}"]
         if words[0] == "has" and rest and rest.split()[-1] not in _PREPOSITIONS:
             wh = [f"What {rest} does {{subject}} have?", f"Which {rest} does {{subject}} have?"]
-            yes_no = [f"Does {{subject}} have {{object}} as {_article(rest)} {rest}?", f"Is {{object}} {_article(rest)} {rest} of {{subject}}?"]
+            art = _article(rest)
+            yes_no = [f"Does {{subject}} have {{object}} as {art} {rest}?", f"Is {{object}} {art} {rest} of {{subject}}?"]
         else:
             wh = [f"{wh_word} does {{subject}} {phrase}?"]
             if which not in (wh_word, "When", "What number"):

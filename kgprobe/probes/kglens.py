@@ -164,7 +164,9 @@ class LLMQuestionGenerator:
         subject = name_of(kg, t.subject, edge=edge, role="subject")
         obj = name_of(kg, t.object, edge=edge, role="object")
         plabel = kg.predicate_label(predicate)
-        request = GenerateRequest(self.prompt(kind, subject, plabel, obj, None), max_tokens=48, stop=("\n",), chat=self.chat)
+        request = GenerateRequest(
+            self.prompt(kind, subject, plabel, obj, None), max_tokens=48, stop=("\n",), chat=self.chat
+        )
         text = self.model.generate([request])[0].strip()
         self.generated += 1
         template = question_template(text, subject, obj, kind)
