@@ -15,7 +15,8 @@ import sys
 from kgprobe.errors import KgprobeError
 
 #: Subcommand modules, in the order ``kgprobe --help`` lists them.
-COMMANDS = ("run", "resume", "report", "compare", "build", "models", "simulate", "bench", "export", "verify")
+COMMANDS = ("run", "resume", "report", "compare", "build", "models", "simulate", "bench", "export", "verify",
+            "questions")
 
 EXIT_CODES = """exit codes:
   0  success

@@ -438,8 +438,10 @@ class Engine:
             inclusion[audit] = audit_inclusion(self.pkg, int(audit.sum()), edges[audit])
         finally:
             self.pkg.design_weights = None
+        attempts = self._attempts(edges)
         tasks: list[ProbeTask] = [
-            self.probe.render(self.kg, int(edge), round_rng(cfg.seed, r, 1, i)) for i, edge in enumerate(edges)
+            self.probe.render_attempt(self.kg, int(edge), round_rng(cfg.seed, r, 1, i), attempts[i])
+            for i, edge in enumerate(edges)
         ]
         if remaining is not None:
             # A task may cost more than one query; drop trailing tasks so the budget holds.
@@ -471,7 +473,10 @@ class Engine:
             si, gi = si + ns, gi + ng
         correct = np.fromiter((bool(v.correct) for v in verdicts), dtype=bool, count=len(verdicts))
 
-        self.pkg.update(edges, correct)
+        # A probe that had to repeat an earlier phrasing of its edge is the same
+        # observation again, not new evidence: it is recorded but does not update the PKG.
+        fresh = np.fromiter((not v.detail.get("repeated", False) for v in verdicts), dtype=bool, count=len(verdicts))
+        self.pkg.update(edges[fresh], correct[fresh])
         queries = int(sum(t.num_queries for t in tasks))
         self.queries_spent += queries
         self.round = r
@@ -529,6 +534,17 @@ class Engine:
         if newly_converged:
             self._emit(Converged(r, self.queries_spent))
         return summary
+
+    def _attempts(self, edges: np.ndarray) -> list[int]:
+        """How many times each selected edge was probed before (its evidence count, plus
+        earlier picks of the same edge in this round), so the probe can vary its phrasing."""
+        before = np.asarray(self.pkg.successes) + np.asarray(self.pkg.failures)
+        seen: dict[int, int] = {}
+        out = []
+        for edge in edges.tolist():
+            out.append(int(before[edge]) + seen.get(edge, 0))
+            seen[edge] = seen.get(edge, 0) + 1
+        return out
 
     def _answer(self, r: int, phase: str, requests: Sequence, call) -> tuple[list, bool]:
         """Responses for one phase of round ``r``: replayed from the store, else from the model."""

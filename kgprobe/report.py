@@ -64,7 +64,37 @@ def report_data(run: Run, *, top_entities: int = TOP_ENTITIES, top_weakest: int 
     data["heatmap"] = _heatmap(run, top)
     data["weakest"] = [asdict(w) for w in run.weakest(top_weakest)]
     data["rates_note"] = RATES_NOTE
+    data["probes"], data["phrasings"] = _probe_phrasings(run)
     return data
+
+
+def _probe_phrasings(run: Run) -> tuple[list[dict], dict]:
+    """Every probe with the phrasing it used, and a check that no edge was asked the same
+    question twice without the repeat being marked (a marked repeat is not new evidence)."""
+    rows = []
+    asked: dict[int, set[str]] = {}
+    edges_probed: dict[int, int] = {}
+    repeated = unmarked_identical = 0
+    for p in run.store.probes():
+        phrasing = p.detail.get("phrasing")
+        is_repeat = bool(p.detail.get("repeated", False))
+        rows.append({"round": p.round, "pos": p.pos, "edge": p.edge, "correct": p.correct, "question": p.question,
+                     "phrasing": phrasing, "repeated": is_repeat})
+        if phrasing is None:
+            continue  # methods without phrasings (ZP-LKE) vary their prompts by construction
+        edges_probed[p.edge] = edges_probed.get(p.edge, 0) + 1
+        if is_repeat:
+            repeated += 1
+        elif p.question in asked.setdefault(p.edge, set()):
+            unmarked_identical += 1
+        asked[p.edge].add(p.question)
+    summary = {
+        "probes_with_phrasing": sum(edges_probed.values()),
+        "edges_probed_more_than_once": sum(n > 1 for n in edges_probed.values()),
+        "repeated_probes": repeated,
+        "unmarked_identical_questions": unmarked_identical,
+    }
+    return rows, summary
 
 
 def _active_per_predicate(run: Run) -> dict[str, int]:

@@ -143,7 +143,9 @@ def kg_to_dict(kg: KnowledgeGraph) -> dict:
             [e.id, e.label, list(e.aliases), e.description, e.is_literal, e.group]
             for e in kg.entities.values()
         ],
-        "predicates": [[p.id, p.label, list(p.aliases)] for p in kg.predicates.values()],
+        # the description is appended only when there is one, so older run files read the same
+        "predicates": [[p.id, p.label, list(p.aliases)] + ([p.description] if p.description else [])
+                       for p in kg.predicates.values()],
         "subjects": kg.subjects.tolist(),
         "predicate_of": kg.predicate_of.tolist(),
         "objects": kg.objects.tolist(),
@@ -157,7 +159,7 @@ def kg_from_dict(d: dict) -> KnowledgeGraph:
         Entity(i, label, tuple(aliases), description, bool(lit), group)
         for i, label, aliases, description, lit, group in d["entities"]
     ]
-    predicates = [Predicate(i, label, tuple(aliases)) for i, label, aliases in d["predicates"]]
+    predicates = [Predicate(p[0], p[1], tuple(p[2]), p[3] if len(p) > 3 else "") for p in d["predicates"]]
     eids = [e.id for e in entities]
     pids = [p.id for p in predicates]
     triples = [

@@ -337,6 +337,7 @@ class _Builder:
 
     def _predicate_names(self, predicates: Sequence[str]) -> dict[str, Predicate]:
         labels: dict[str, str] = {}
+        descriptions: dict[str, str] = {}
         aliases: dict[str, set[str]] = {p: set() for p in predicates}
         for chunk in self._chunks(list(predicates)):
             q = render_query("predicate_labels", predicates=" ".join(f"<{predicate_iri(p)}>" for p in chunk), lang=self.o.lang)
@@ -346,7 +347,12 @@ class _Builder:
                     labels[pid] = min(labels.get(pid, value), value)
                 elif kind == "alias":
                     aliases.setdefault(pid, set()).add(value)
-        return {p: Predicate(p, labels.get(p, p), tuple(sorted(aliases.get(p, ())))) for p in predicates}
+                elif kind == "description":
+                    descriptions[pid] = min(descriptions.get(pid, value), value)
+        return {
+            p: Predicate(p, labels.get(p, p), tuple(sorted(aliases.get(p, ()))), descriptions.get(p, ""))
+            for p in predicates
+        }
 
     def _entity(self, eid: str) -> Entity:
         if is_literal_id(eid):

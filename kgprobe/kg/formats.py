@@ -6,6 +6,7 @@ kgprobe KG file (format version 1), one JSON object per line, UTF-8, optionally 
 1. header: ``{"kgprobe_kg": 1, "name": str, "metadata": {...},
    "counts": {"entities": E, "predicates": P, "edges": N, "candidates": C}}``
 2. ``P`` lines ``{"type": "predicate", "id": "P36", "label": "capital", "aliases": [...]}``
+   (plus an optional ``"description"``, written when the source had one)
 3. ``E`` lines ``{"type": "entity", "id": "Q142", "label": "France", "aliases": [...],
    "description": "...", "literal": false, "group": "country"}``
 4. ``N`` lines ``{"type": "edge", "s": "Q142", "p": "P36", "o": "geonames:2988507",
@@ -104,7 +105,10 @@ def _write_records(kg: KnowledgeGraph, out, candidates) -> None:
         }
     )
     for p in kg.predicates.values():
-        line({"type": "predicate", "id": p.id, "label": p.label, "aliases": list(p.aliases)})
+        rec = {"type": "predicate", "id": p.id, "label": p.label, "aliases": list(p.aliases)}
+        if p.description:  # optional field: files without it read as before
+            rec["description"] = p.description
+        line(rec)
     for e in kg.entities.values():
         line(
             {
@@ -195,7 +199,12 @@ def _load_native(path: Path, head: dict, fh) -> KnowledgeGraph:
                     )
                 )
             elif kind == "predicate":
-                predicates.append(Predicate(str(rec["id"]), str(rec["label"]), tuple(rec.get("aliases", ()))))
+                predicates.append(
+                    Predicate(
+                        str(rec["id"]), str(rec["label"]), tuple(rec.get("aliases", ())),
+                        str(rec.get("description", "")),
+                    )
+                )
             elif kind == "edge":
                 triples.append(Triple(str(rec["s"]), str(rec["p"]), str(rec["o"]), bool(rec.get("active", True))))
             elif kind == "candidates":

@@ -45,11 +45,17 @@ class Entity:
 
 @dataclass(frozen=True)
 class Predicate:
-    """An edge label: a Wikidata property id (``P36``) with its English label."""
+    """An edge label: a Wikidata property id (``P36``) with its English label.
+
+    ``description`` is Wikidata's one-line description of the property (empty when the
+    source has none, e.g. a TSV file); question rendering uses it to tell what kind of
+    object the predicate takes.
+    """
 
     id: str
     label: str
     aliases: tuple[str, ...] = ()
+    description: str = ""
 
 
 @dataclass(frozen=True)

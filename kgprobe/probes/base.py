@@ -61,6 +61,15 @@ class Probe(ABC):
     ) -> Verdict:
         ...
 
+    def render_attempt(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator, attempt: int) -> ProbeTask:
+        """The ``attempt``-th probe of an edge (0 = first; the engine counts earlier probes).
+
+        Probes with a finite set of phrasings (KGLens questions) give each attempt a
+        different one and mark the verdict ``detail["repeated"]`` once they run out;
+        probes that redraw their prompt from ``rng`` anyway (ZP-LKE) ignore ``attempt``.
+        """
+        return self.render(kg, edge, rng)
+
     def chance_level(self, kg: KnowledgeGraph, edge: int) -> float:
         """Probability that a random guess is verified correct for this edge."""
         return float("nan")

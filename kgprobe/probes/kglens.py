@@ -1,21 +1,30 @@
 """KGLens questions (METHODS §2): yes/no and wh-questions, EASY and HARD modes.
 
-* Yes/no: with probability ½ the question names the true object ("yes"), otherwise an
-  object drawn from C − T ("no"). Verified by the first word (:func:`parse_yes_no`:
+* Yes/no: the question names the true object ("yes") or an object from C − T ("no"),
+  alternating over the probes of an edge from a start fixed by the edge's triple (so
+  half the edges start with each). Verified by the first word (:func:`parse_yes_no`:
   case, punctuation, "Yes," / "no." / "A: Yes", a reversal later in the answer makes
   it wrong). ``YesNoLogprobProbe`` instead compares the log-probabilities of " Yes" and
   " No" after the same prompt (a tie is wrong).
 * Wh: asks for the object when out-degree(s, p) < 10 (otherwise the edge gets a yes/no
-  question, as in KGLens); verified against every true object and alias
-  (:func:`match_answer`), optionally with an LLM judge when string matching fails.
+  question, as in KGLens); verified against the KG's true objects, candidates and names
+  (:func:`kgprobe.probes.candidates.verify_wh`), optionally with an LLM judge when no
+  name matches.
 * EASY = yes/no only; HARD = wh or yes/no with probability ½ each.
 * The subject's alias goes into the question: "X (also known as Y)".
 
-Questions come from per-predicate templates by default, or from an LLM
-(``LLMQuestionGenerator``, the few-shot prompts of KGLens appendix A.6) with every
-generated question cached in a JSON file keyed by backend identity and triple. The
-answer prompts are A.6's: an instruction and two demonstrations, sent as one user
-message (``chat=True``) so chat-only backends can serve them.
+No identical repeats: the ``attempt``-th probe of an edge (the engine passes how often
+it was probed before) uses the ``attempt``-th phrasing — templates rotate fastest, then
+the wrong object, then the subject's alias. When they are used up the question repeats
+one and its verdict carries ``"repeated": true`` (the engine adds no evidence for it);
+every verdict records its phrasing (template, source, subject form, object, attempt).
+
+Templates are hand-written for the embedded KGs' predicates and built by
+:mod:`kgprobe.probes.grammar` for any other; an LLM (``LLMQuestionGenerator``, the
+few-shot prompts of KGLens appendix A.6) can add one template per predicate and kind,
+cached in a JSON file keyed by backend identity and predicate. The answer prompts are
+A.6's: an instruction and two demonstrations, sent as one user message (``chat=True``)
+so chat-only backends can serve them.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import zlib
 from pathlib import Path
 from typing import ClassVar, Sequence
 
@@ -32,9 +42,10 @@ from kgprobe.errors import InputError
 from kgprobe.kg.graph import KnowledgeGraph
 from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
 from kgprobe.probes.base import Probe, ProbeTask, Verdict
-from kgprobe.probes.common import all_names, gold_names, name_of, negative_pool, subject_alias
+from kgprobe.probes.common import all_names, gold_names, name_of, negative_pool, renderable
 from kgprobe.probes.templates import fill, templates_for
-from kgprobe.probes.verify import match_answer, normalize, parse_yes_no
+from kgprobe.probes.verify import normalize, parse_yes_no
+from kgprobe.probes.candidates import verify_wh, wh_detail
 
 #: Wh-questions only for (s, p) with fewer true objects than this (KGLens §2.2).
 WH_MAX_OUT_DEGREE = 10
@@ -91,13 +102,16 @@ _WH_QG = (
 
 
 class LLMQuestionGenerator:
-    """Questions written by a language model from KGLens' few-shot prompts, cached on disk.
+    """Question templates written by a language model from KGLens' few-shot prompts (A.6).
 
-    The cache is a JSON object ``{key: question}`` where the key holds the backend
-    identity, the question kind and the triple's names, so a question is generated once
-    per model and reused by every later probe and run. A generated question that is
-    unusable (empty, no question mark, or — for wh — containing the object) is replaced
-    by the template question, and that choice is cached too.
+    The model is asked once per predicate and kind (yes/no, wh), about one example edge
+    of that predicate; its question becomes a template by putting ``{subject}`` (and, for
+    yes/no, ``{object}``) where the example's names stand. So a big model writes the
+    templates once and every edge of the predicate reuses them. The cache is a JSON object
+    ``{key: template}`` keyed by backend identity, kind, predicate id and label. A question
+    that is unusable (empty, no question mark, the example's names not found in it, or —
+    for wh — containing the object) is rejected: the cache records ``""`` and the grammar's
+    templates are used instead.
     """
 
     def __init__(self, model: LanguageModel, cache_path: str | os.PathLike | None = None, *, chat: bool = True):
@@ -114,6 +128,8 @@ class LLMQuestionGenerator:
                 raise InputError(
                     f"question cache {self.cache_path} is not valid JSON ({exc}); delete it to regenerate"
                 ) from None
+            if not isinstance(self._cache, dict):
+                raise InputError(f"question cache {self.cache_path} is not a JSON object; delete it to regenerate")
 
     @staticmethod
     def prompt(kind: str, subject: str, predicate: str, obj: str, alias: str | None) -> str:
@@ -124,27 +140,40 @@ class LLMQuestionGenerator:
             return _YES_NO_QG + line + "\nQUESTION:"
         return _WH_QG + f"SUBJECT is {subject}, PREDICATE is {predicate}, OBJECT is {obj}\nQUESTION:"
 
-    def question(self, kind: str, subject: str, predicate: str, obj: str, alias: str | None, fallback: str) -> str:
-        key = json.dumps([self.model.identity, kind, subject, predicate, obj, alias or ""], ensure_ascii=False)
-        if key in self._cache:
-            return self._cache[key]
+    @staticmethod
+    def example_edge(kg: KnowledgeGraph, predicate: str) -> int | None:
+        """The edge the model sees for a predicate: its first active edge with named ends."""
+        for j in kg.edges_of_predicate(predicate, active_only=True):
+            if renderable(kg, int(j)):
+                return int(j)
+        return None
+
+    def template(self, kg: KnowledgeGraph, predicate: str, kind: str) -> str | None:
+        """The model's template for (predicate, kind), or None when it wrote none usable."""
+        key = json.dumps([self.model.identity, kind, predicate, kg.predicate_label(predicate)], ensure_ascii=False)
+        if key not in self._cache:
+            self._cache[key] = self._generate(kg, predicate, kind)
+            self._save()
+        return self._cache[key] or None
+
+    def _generate(self, kg: KnowledgeGraph, predicate: str, kind: str) -> str:
+        edge = self.example_edge(kg, predicate)
+        if edge is None:
+            return ""
+        t = kg.triple(edge)
+        subject = name_of(kg, t.subject, edge=edge, role="subject")
+        obj = name_of(kg, t.object, edge=edge, role="object")
+        plabel = kg.predicate_label(predicate)
         request = GenerateRequest(
-            self.prompt(kind, subject, predicate, obj, alias), max_tokens=48, stop=("\n",), chat=self.chat
+            self.prompt(kind, subject, plabel, obj, None), max_tokens=48, stop=("\n",), chat=self.chat
         )
         text = self.model.generate([request])[0].strip()
         self.generated += 1
-        text = text.removeprefix("QUESTION:").strip().strip('"').strip()
-        ok = bool(text) and "?" in text
-        if ok:
-            text = text[: text.index("?") + 1]
-        if ok and kind == "wh" and normalize(obj) and normalize(obj) in normalize(text):
-            ok = False
-        if not ok:
+        template = question_template(text, subject, obj, kind)
+        if template is None:
             self.rejected += 1
-            text = fallback
-        self._cache[key] = text
-        self._save()
-        return text
+            return ""
+        return template
 
     def _save(self) -> None:
         if not self.cache_path:
@@ -154,6 +183,28 @@ class LLMQuestionGenerator:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(self._cache, f, ensure_ascii=False, indent=0)
         os.replace(tmp, self.cache_path)
+
+
+def question_template(text: str, subject: str, obj: str, kind: str) -> str | None:
+    """A generated question about (subject, obj) as a template, or None when unusable."""
+    text = text.strip().removeprefix("QUESTION:").strip().strip('"').strip()
+    if not text or "?" not in text:
+        return None
+    text = text[: text.index("?") + 1]
+    if "{" in text or "}" in text:
+        return None
+    at = text.casefold().find(subject.casefold())
+    if at < 0:
+        return None
+    template = text[:at] + "{subject}" + text[at + len(subject) :]
+    if kind == "wh":
+        if normalize(obj) and normalize(obj) in normalize(template.replace("{subject}", " ")):
+            return None
+        return template
+    at = template.casefold().find(obj.casefold())
+    if at < 0:
+        return None
+    return template[:at] + "{object}" + template[at + len(obj) :]
 
 
 # -- LLM judge --------------------------------------------------------------------------------
@@ -222,58 +273,120 @@ class KGLensProbe(Probe):
         self.max_tokens_yes_no = max_tokens_yes_no
         self.max_tokens_wh = max_tokens_wh
 
-    def _wants_wh(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> bool:
+    def _wh_allowed(self, kg: KnowledgeGraph, edge: int) -> bool:
         t = kg.triple(edge)
+        return self.mode not in ("yes-no", "easy") and kg.out_degree(t.subject, t.predicate) < WH_MAX_OUT_DEGREE
+
+    def _wants_wh(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> bool:
         if self.mode in ("yes-no", "easy"):
             return False
-        wh_allowed = kg.out_degree(t.subject, t.predicate) < WH_MAX_OUT_DEGREE
+        wh_allowed = self._wh_allowed(kg, edge)
         if self.mode == "wh":
             return wh_allowed
         # HARD: draw the coin first so the stream does not depend on the out-degree.
         coin = rng.random() < 0.5
         return coin and wh_allowed
 
-    def question(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator, *, wh: bool) -> dict:
-        """The question and what verifies it: text, polarity (yes/no) or gold names (wh)."""
+    # -- phrasings -------------------------------------------------------------------------
+
+    def subject_forms(self, kg: KnowledgeGraph, edge: int) -> list[str]:
+        """The subject as a question shows it: "X (also known as A)" for each alias A, or "X"."""
         t = kg.triple(edge)
         subject = name_of(kg, t.subject, edge=edge, role="subject")
-        gold = name_of(kg, t.object, edge=edge, role="object")
-        alias = subject_alias(kg.entity(t.subject), rng) if self.use_alias else None
-        shown = with_alias(subject, alias)
-        tpl = templates_for(kg, t.predicate)
-        plabel = kg.predicate_label(t.predicate)
-        if wh:
-            template = tpl.wh[int(rng.integers(len(tpl.wh)))]
-            text = fill(template, shown)
-            if self.questions is not None:
-                text = self.questions.question("wh", subject, plabel, gold, alias, text)
-            return {
-                "type": "wh",
-                "question": text,
-                "gold": gold_names(kg, t.subject, t.predicate),
-                "subject_names": all_names(kg.entity(t.subject)),
-            }
-        positive = bool(rng.random() < 0.5)
-        pool = negative_pool(kg, t.subject, t.predicate)
-        if not positive and not pool:
-            positive = True  # C − T is empty: only a "yes" question can be asked
-        obj_id, obj = (t.object, gold) if positive else pool[int(rng.integers(len(pool)))]
-        template = tpl.yes_no[int(rng.integers(len(tpl.yes_no)))]
-        text = fill(template, shown, obj)
+        entity = kg.entity(t.subject)
+        aliases = [a.strip() for a in entity.aliases if a.strip() and a.strip() != subject] if self.use_alias else []
+        return [with_alias(subject, a) for a in dict.fromkeys(aliases)] or [subject]
+
+    def templates(self, kg: KnowledgeGraph, predicate: str, kind: str) -> list[tuple[str, str]]:
+        """(template, source) of a predicate, most natural first: the LLM's, then the table's or grammar's."""
+        tpl = templates_for(kg, predicate)
+        source = "hand-written" if tpl.hand_written else "grammar"
+        out = [(x, source) for x in (tpl.wh if kind == "wh" else tpl.yes_no)]
         if self.questions is not None:
-            text = self.questions.question("yes_no", subject, plabel, obj, alias, text)
+            generated = self.questions.template(kg, predicate, kind)
+            if generated and generated not in {x for x, _ in out}:
+                out.insert(0, (generated, "llm"))
+        return out
+
+    def phrasing_count(self, kg: KnowledgeGraph, edge: int, kind: str) -> int:
+        """How many distinct questions of this kind the edge can be asked."""
+        t = kg.triple(edge)
+        n = len(self.templates(kg, t.predicate, kind)) * len(self.subject_forms(kg, edge))
+        if kind == "wh":
+            return n
+        return n * (1 + len(_negatives(kg, edge)))
+
+    def question(
+        self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator, *, wh: bool, attempt: int = 0
+    ) -> dict:
+        """The ``attempt``-th question about an edge (0 = first) and what verifies it.
+
+        Each attempt gets a different phrasing: template rotation first, then the
+        subject's alias, and for yes/no the object (the true one and the wrong candidates
+        C − T, alternating by attempt from a start fixed per edge). Once an edge's
+        phrasings of the kind are used up, the question repeats an earlier one and
+        ``phrasing["repeated"]`` says so: the engine then counts it as no new evidence.
+        """
+        t = kg.triple(edge)
+        forms = self.subject_forms(kg, edge)
+        kind = "wh" if wh else "yes_no"
+        templates = self.templates(kg, t.predicate, kind)
+        subject_names = all_names(kg.entity(t.subject))
+        if wh:
+            total = len(templates) * len(forms)
+            i = attempt % total
+            template, source = templates[i % len(templates)]
+            shown = forms[i // len(templates)]
+            text = fill(template, shown)
+            phrasing = {"kind": "wh", "template": template, "source": source, "subject": shown,
+                        "attempt": attempt, "distinct": total, "repeated": attempt >= total}
+            return {"type": "wh", "question": text, "gold": gold_names(kg, t.subject, t.predicate),
+                    "subject_names": subject_names, "phrasing": phrasing}
+        pool = _negatives(kg, edge)
+        if pool:
+            # True and false objects alternate by attempt, from a start fixed per edge.
+            positive = (_edge_hash(kg, edge) + attempt) % 2 == 0
+            i = attempt // 2
+        else:
+            positive, i = True, attempt  # C − T is empty: only a "yes" question can be asked
+        n_t, n_s = len(templates), len(forms)
+        if positive:
+            total = n_t * n_s
+            j = i % total
+            template, source = templates[j % n_t]
+            shown = forms[j // n_t]
+            obj_id, obj = t.object, name_of(kg, t.object, edge=edge, role="object")
+        else:
+            total = n_t * n_s * len(pool)
+            j = i % total
+            order = np.random.default_rng(_edge_hash(kg, edge)).permutation(len(pool))
+            template, source = templates[j % n_t]
+            obj_id, obj = pool[int(order[(j // n_t) % len(pool)])]
+            shown = forms[j // (n_t * len(pool))]
+        text = fill(template, shown, obj)
+        phrasing = {"kind": "yes_no", "template": template, "source": source, "subject": shown, "object": obj,
+                    "attempt": attempt, "distinct": total, "repeated": i >= total}
         return {
             "type": "yes_no",
             "question": text,
-            "expected": positive,
+            "expected": bool(positive),
             "object": obj,
-            "subject_names": all_names(kg.entity(t.subject)),
+            "subject_names": subject_names,
             "object_names": all_names(kg.entity(obj_id)),
+            "phrasing": phrasing,
         }
 
     def render(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> ProbeTask:
+        return self.render_attempt(kg, edge, rng, 0)
+
+    def render_attempt(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator, attempt: int) -> ProbeTask:
         wh = self._wants_wh(kg, edge, rng)
-        q = self.question(kg, edge, rng, wh=wh)
+        q = self.question(kg, edge, rng, wh=wh, attempt=attempt)
+        if q["phrasing"]["repeated"] and self.mode == "hard" and self._wh_allowed(kg, edge):
+            # HARD mode: when one kind's phrasings are used up, the other kind may have fresh ones.
+            other = self.question(kg, edge, rng, wh=not wh, attempt=attempt)
+            if not other["phrasing"]["repeated"]:
+                q, wh = other, not wh
         request = GenerateRequest(
             answer_prompt(q["question"], wh=wh),
             max_tokens=self.max_tokens_wh if wh else self.max_tokens_yes_no,
@@ -288,18 +401,21 @@ class KGLensProbe(Probe):
     ) -> Verdict:
         response = generations[0].strip()
         q = task.payload
+        detail = _phrasing_detail(q)
         if q["type"] == "yes_no":
             said = parse_yes_no(
                 response, subject_names=q.get("subject_names", ()), object_names=q.get("object_names", ())
             )
-            return Verdict(said is not None and said == q["expected"], response, {"type": "yes_no", "parsed": said})
-        result = match_answer(response, q["gold"], echoed=q.get("subject_names", ()))
+            return Verdict(said is not None and said == q["expected"], response,
+                           {"type": "yes_no", "parsed": said, **detail})
+        result = verify_wh(kg, task.edge, response)
         correct, judged = result.correct, None
         if self.judge is not None and not result.correct and result.reason == "no-match":
             judged = self.judge.judge(q["question"], q["gold"], response)
             if judged is not None:
                 correct = judged
-        return Verdict(correct, response, {"type": "wh", "reason": result.reason, "judge": judged})
+        return Verdict(correct, response, {"type": "wh", "reason": result.reason, "judge": judged,
+                                           **wh_detail(result), **detail})
 
     def chance_level(self, kg: KnowledgeGraph, edge: int) -> float:
         """Random guessing: ½ on yes/no, 0 on wh; HARD mixes them when wh is allowed."""
@@ -320,7 +436,10 @@ class YesNoLogprobProbe(Probe):
         self._questions = KGLensProbe("yes-no", questions=questions, use_alias=use_alias)
 
     def render(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> ProbeTask:
-        q = self._questions.question(kg, edge, rng, wh=False)
+        return self.render_attempt(kg, edge, rng, 0)
+
+    def render_attempt(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator, attempt: int) -> ProbeTask:
+        q = self._questions.question(kg, edge, rng, wh=False, attempt=attempt)
         context = answer_prompt(q["question"], wh=False)
         return ProbeTask(
             edge=edge,
@@ -337,7 +456,30 @@ class YesNoLogprobProbe(Probe):
         correct = said is not None and said == task.payload["expected"]
         p_yes = float(1.0 / (1.0 + np.exp(no - yes)))
         answer = "Yes" if said else "No" if said is False else "tie"
-        return Verdict(correct, answer, {"type": "yes_no", "p_yes": p_yes})
+        return Verdict(correct, answer, {"type": "yes_no", "p_yes": p_yes, **_phrasing_detail(task.payload)})
 
     def chance_level(self, kg: KnowledgeGraph, edge: int) -> float:
         return 0.5
+
+
+def _edge_hash(kg: KnowledgeGraph, edge: int) -> int:
+    """A number fixed by the edge's triple (not its position), for per-edge orders."""
+    t = kg.triple(edge)
+    return zlib.crc32("\t".join((t.subject, t.predicate, t.object)).encode("utf-8"))
+
+
+def _phrasing_detail(question: dict) -> dict:
+    """The verdict's record of how the edge was asked; ``repeated`` only when it was."""
+    phrasing = question.get("phrasing")
+    if not phrasing:
+        return {}
+    detail = {"phrasing": {k: v for k, v in phrasing.items() if k != "repeated"}}
+    if phrasing.get("repeated"):
+        detail["repeated"] = True
+    return detail
+
+
+def _negatives(kg: KnowledgeGraph, edge: int) -> list[tuple[str, str]]:
+    """C − T for a yes/no "no" question, without the subject itself ("Is X the spouse of X?")."""
+    t = kg.triple(edge)
+    return [(eid, name) for eid, name in negative_pool(kg, t.subject, t.predicate) if eid != t.subject]

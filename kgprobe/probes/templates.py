@@ -9,8 +9,10 @@ Each predicate has four kinds of templates (placeholders ``{subject}``, ``{objec
 * BELIEF cloze prompts are derived: every ``hgp`` and ``wh`` template with " [MASK]."
   appended.
 
-A predicate missing from the file gets generic templates built from its label, so a
-KG from any source can be probed; ``has_templates`` tells whether it is hand-written.
+A predicate missing from the file gets templates from :mod:`kgprobe.probes.grammar`
+(natural questions built from its label, aliases, description and the kind of object it
+takes), so a KG from any source can be probed; hand-written templates override them and
+``has_templates`` tells whether a predicate has them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from functools import lru_cache
 from importlib import resources
 
 from kgprobe.kg.graph import KnowledgeGraph
+from kgprobe.probes.grammar import grammar_for
 
 
 @dataclass(frozen=True)
@@ -52,20 +55,13 @@ def known_predicates() -> list[str]:
 
 
 def templates_for(kg: KnowledgeGraph, predicate: str) -> PredicateTemplates:
-    """The templates of a predicate: hand-written ones, or generic ones from its label."""
+    """The templates of a predicate: hand-written ones, or ones the grammar builds."""
     entry = _table().get(predicate)
     if entry is not None:
         return PredicateTemplates(predicate, tuple(entry["hgp"]), tuple(entry["wh"]), tuple(entry["yes_no"]), True)
-    label = kg.predicate_label(predicate) if predicate in kg.predicates else predicate
-    label = label.strip() or predicate
-    # Quoting the label keeps odd labels ("shares border with") readable in any slot.
-    return PredicateTemplates(
-        predicate,
-        hgp=(f'The "{label}" of {{subject}} is', f'{{subject}} has "{label}"'),
-        wh=(f'What is the "{label}" of {{subject}}?', f'What does {{subject}} have as "{label}"?'),
-        yes_no=(f'Is {{object}} the "{label}" of {{subject}}?', f'Does {{subject}} have "{label}" {{object}}?'),
-        hand_written=False,
-    )
+    # Not hand-written: a grammar over the label, aliases, description and objects (grammar.py).
+    g = grammar_for(kg, predicate)
+    return PredicateTemplates(predicate, hgp=g.hgp, wh=g.wh, yes_no=g.yes_no, hand_written=False)
 
 
 def fill(template: str, subject: str, obj: str | None = None) -> str:

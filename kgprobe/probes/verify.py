@@ -14,8 +14,12 @@ Two questions are answered here:
   refusal is wrong; a hedge that still names a gold answer ("I think it is Paris")
   is right, as KGLens' annotators were told ("correct when the answer or any alias
   appears"); a disjunctive guess over several alternatives ("Paris or Lyon") is
-  wrong unless every alternative is gold; a mention directly negated ("not Paris")
-  does not count.
+  wrong unless every alternative is gold; a negated mention ("not Paris", "does not
+  border France") does not count. Names are found longest first ("South Africa"
+  claims its words before "Africa"); given the KG's names and candidates
+  (:class:`NameIndex`, ``true_keys``, ``candidate_keys``; see
+  :mod:`kgprobe.probes.candidates`), naming a candidate outside the true objects is
+  wrong for a single-valued fact and a recorded precision error for a multi-valued one.
 
 Decisions where the papers are silent are documented at each function. The labelled
 set ``kgprobe/probes/data/labelled_answers.jsonl`` is the test of these rules.
@@ -267,38 +271,29 @@ _NEGATORS = ("not", "isn t", "isnt", "no", "never", "nor", "neither", "aren t", 
 _NEGATED_AFTER = re.compile(r"\s*(?:is|was|are|were)\s+(?:not|never)\b|\s*(?:isn t|wasn t|aren t|weren t)\b")
 
 
+# A negated verb a few words before a mention: "does not border France", "was never in Spain".
+_CLAUSE_NEGATORS = {"not", "never", "t", "neither", "nor"}
+# Words that start a new assertion, so a negation before them does not reach the mention:
+# "It is not Madrid but Paris".
+_CLAUSE_BREAKS = {"but", "and", "or", "rather", "instead", "it", "is", "was", "are", "yes", "so", "|"}
+
+
 def _negated(haystack: str, start: int, length: int) -> bool:
-    """"not Paris", "except Paris", and "Paris is not …" do not assert Paris."""
+    """"not Paris", "except Paris", "does not border Paris" and "Paris is not …" do not assert Paris."""
     before = haystack[:start].rstrip()
     if any(before.endswith(" " + n) or before == n for n in _NEGATORS):
         return True
+    for word in reversed(before.split()[-3:]):
+        if word in _CLAUSE_BREAKS or "\u2400" in word:
+            break
+        if word in _CLAUSE_NEGATORS:
+            return True
     return bool(_NEGATED_AFTER.match(haystack, start + length))
 
 
 def is_refusal(response: str) -> bool:
     """True when the response declines to answer ("I'm sorry, I don't know", "Unknown")."""
     return bool(_REFUSAL_RE.search(normalize(response).replace("'", " ")))
-
-
-@dataclass(frozen=True)
-class Match:
-    """The outcome of :func:`match_answer`."""
-
-    correct: bool
-    reason: str
-    """"match", "no-match", "refusal", "negated", "disjunctive-guess" or "empty"."""
-    matched: str = ""
-    """The gold name that was found, when one was."""
-
-
-def _mentions(norm_response: str, golds: Sequence[str]) -> list[tuple[int, str, bool]]:
-    """(offset, gold name, negated?) for every gold mention, by normalized text."""
-    hits = []
-    for gold in golds:
-        for variant in name_variants(gold):
-            for start in _find_all(norm_response, variant):
-                hits.append((start, gold, _negated(norm_response, start, len(variant))))
-    return hits
 
 
 def _split_alternatives(response: str) -> list[str]:
@@ -334,7 +329,108 @@ def _mask_echo(norm_response: str, echoed: Iterable[str], gold_variants: set[str
     return "".join("\u2400" if m and not ch.isspace() else ch for ch, m in zip(norm_response, masked))
 
 
-def match_answer(response: str, gold_names: Iterable[str], *, echoed: Iterable[str] = ()) -> Match:
+@dataclass(frozen=True)
+class Match:
+    """The outcome of :func:`match_answer`."""
+
+    correct: bool
+    reason: str
+    """"match", "match-with-extras", "wrong-candidate", "wrong-extra", "no-match", "refusal",
+    "negated", "disjunctive-guess" or "empty"."""
+    matched: str = ""
+    """The gold name that was found, when one was."""
+    named_true: tuple[str, ...] = ()
+    """Keys of the true objects the answer names (entity ids when a name index is given)."""
+    named_wrong: tuple[str, ...] = ()
+    """Keys of candidates outside the true objects that the answer names."""
+    complete: bool | None = None
+    """Whether every true object is named (None when the answer names none)."""
+
+
+# Words that make a longer place name out of a shorter one: "South Africa" is not "Africa".
+_QUALIFIERS = ("South", "North", "East", "West", "Southern", "Northern", "Eastern", "Western", "Central", "New",
+               "Upper", "Lower", "Greater", "Little", "Equatorial")
+_QUALIFIED_RE = re.compile(r"\b(" + "|".join(_QUALIFIERS) + r")[\s-]+(\w+)")
+
+
+class NameIndex:
+    """Every name of a set of entities, for finding which entities a response mentions.
+
+    ``groups`` is ``(key, names)`` per entity (the key is the entity id). Names are
+    normalized with :func:`name_variants`; a normalized name may belong to several keys
+    (two entities called "Georgia"). Lookup is by word n-grams, so an index over a whole
+    KG costs one pass over the response; names in scripts written without spaces are
+    searched as substrings.
+    """
+
+    def __init__(self, groups: Iterable[tuple[str, Iterable[str]]]):
+        self.keys: dict[str, set[str]] = {}
+        self.unspaced: dict[str, set[str]] = {}
+        self.max_words = 1
+        for key, names in groups:
+            for name in names:
+                for variant in name_variants(name):
+                    table = self.keys if _uses_spaces(variant) else self.unspaced
+                    table.setdefault(variant, set()).add(key)
+                    self.max_words = max(self.max_words, variant.count(" ") + 1)
+
+    def spans(self, norm: str) -> list[tuple[int, int, frozenset[str]]]:
+        """(start, end, keys) of every name occurrence in a normalized text, overlaps included."""
+        out = []
+        words = [(m.start(), m.end()) for m in re.finditer(r"\S+", norm)]
+        for i in range(len(words)):
+            for n in range(1, min(self.max_words, len(words) - i) + 1):
+                start, end = words[i][0], words[i + n - 1][1]
+                keys = self.keys.get(norm[start:end])
+                if keys:
+                    out.append((start, end, frozenset(keys)))
+        for variant, keys in self.unspaced.items():
+            for start in _find_all(norm, variant):
+                out.append((start, start + len(variant), frozenset(keys)))
+        return out
+
+
+def _longest_mentions(norm: str, raw: str, indexes: Sequence[NameIndex]) -> list[tuple[int, int, frozenset[str]]]:
+    """Non-overlapping mentions, longest first: "South Africa" claims its words before "Africa".
+
+    A mention right after a capitalised qualifier in the response ("South", "New", …) is
+    part of a longer name the index does not know ("New Mexico" is not "Mexico"): it
+    claims its words for no entity.
+    """
+    qualified = {(normalize(q), normalize(w)) for q, w in _QUALIFIED_RE.findall(raw)}
+    merged: dict[tuple[int, int], frozenset[str]] = {}
+    for index in indexes:
+        for start, end, keys in index.spans(norm):
+            merged[(start, end)] = merged.get((start, end), frozenset()) | keys
+    taken = [False] * len(norm)
+    chosen = []
+    for (start, end), keys in sorted(merged.items(), key=lambda h: (h[0][0] - h[0][1], h[0][0])):
+        if any(taken[start:end]):
+            continue
+        taken[start:end] = [True] * (end - start)
+        before = norm[:start].split()
+        first = norm[start:end].split()[0]
+        if before and (before[-1], first) in qualified:
+            keys = frozenset()
+        chosen.append((start, end, keys))
+    return sorted(chosen)
+
+
+# A sentence ends at "!", "?", ";", or at "." after a word of three or more lower-case
+# letters and before a capital ("… Spain. It …"), not after "St." or "D.C.".
+_SENTENCE_BREAK = re.compile(r"(?<=[a-z]{3}\.)\s+(?=[A-Z])|(?<=[!?;])\s+")
+
+
+def match_answer(
+    response: str,
+    gold_names: Iterable[str],
+    *,
+    echoed: Iterable[str] = (),
+    index: NameIndex | None = None,
+    true_keys: Iterable[str] = (),
+    candidate_keys: Iterable[str] = (),
+    single_valued: bool | None = None,
+) -> Match:
     """Does ``response`` name one of ``gold_names`` (true objects and all their aliases)?
 
     Rules, in order:
@@ -343,25 +439,36 @@ def match_answer(response: str, gold_names: Iterable[str], *, echoed: Iterable[s
     2. Dates and numbers: a gold that is a date matches any way of writing the same day
        ("1990-05-01", "1 May 1990", "May 1st, 1990"); a numeric gold matches the same
        value ("1,234", "1234", "1.2 thousand" ≠ 1234 though — values must be equal).
-    3. Text: a normalized gold name (or a variant without a generic edge word such as
-       "language" or "Republic of") occurring as a whole-word sequence. Mentions right
-       after a negator ("not", "isn't", "except") are ignored.
-    4. A disjunctive guess ("It could be Paris, Lyon or Nice") is wrong unless every
+    3. Entity mentions, longest first: the response's words are claimed by the longest
+       name that covers them ("South Africa" before "Africa"), including names of other
+       entities of the KG when an ``index`` is given and any name right after a
+       capitalised qualifier ("New Mexico"). Mentions right after a negator ("not",
+       "isn't", "except") do not count.
+    4. With the KG's candidates (``index`` over the KG, ``true_keys`` = T,
+       ``candidate_keys`` = C): naming a candidate outside T is wrong when (s, p) has one
+       true object (``single_valued``; reason "wrong-extra" when a true object is named
+       too, "wrong-candidate" otherwise) and a precision error for several true objects:
+       still right, reason "match-with-extras". ``complete`` says whether every true
+       object was named.
+    5. A disjunctive guess ("It could be Paris, Lyon or Nice") is wrong unless every
        alternative is gold; a conjunctive list ("French and German") is right when it
        names a gold answer (KGLens asks the model to list all answers).
-    5. A refusal without a gold mention is wrong (reason "refusal").
+    6. A refusal without a gold mention is wrong (reason "refusal").
 
     ``echoed`` names text the question itself contained (the subject and its aliases);
-    repeating it does not count as naming a gold answer inside it.
+    repeating it does not count as naming anything.
     """
     golds = [g for g in dict.fromkeys(gold_names) if g and g.strip()]
     raw = response.strip()
     if not raw:
         return Match(False, "empty")
-    norm = normalize(raw)
+    # Sentences stay apart ("|"), so a negation in one ("I'm not sure.") does not reach
+    # a name in the next ("Maybe Canberra?").
+    norm = " | ".join(n for n in (normalize(x) for x in _SENTENCE_BREAK.split(raw)) if n)
     echoed = list(echoed)
+    gold_variants = {v for g in golds for v in name_variants(g)}
     if echoed:
-        norm = _mask_echo(norm, echoed, {v for g in golds for v in name_variants(g)})
+        norm = _mask_echo(norm, echoed, gold_variants)
     for gold in golds:
         if _is_date_like(gold):
             gold_dates = _canonical_dates(gold)
@@ -375,18 +482,50 @@ def match_answer(response: str, gold_names: Iterable[str], *, echoed: Iterable[s
             response_values = _canonical_numbers(raw)
             if any(abs(g - r) <= 1e-9 * max(1.0, abs(g)) for g in gold_values for r in response_values):
                 return Match(True, "match", gold)
-    hits = _mentions(norm, golds)
-    positive = [h for h in hits if not h[2]]
-    if positive:
+    # The gold names are true objects whatever the index holds; "\0gold" keys them.
+    true_set = set(true_keys) | {"\0gold"}
+    indexes = [NameIndex([("\0gold", golds)])] + ([index] if index is not None else [])
+    wrong_set = set(candidate_keys) - true_set
+    named_true: dict[str, str] = {}
+    named_wrong: dict[str, str] = {}
+    negated = ""
+    first_gold = ""
+    for start, end, keys in _longest_mentions(norm, raw, indexes):
+        text = norm[start:end]
+        is_true, is_wrong = bool(keys & true_set), bool(keys & wrong_set)
+        if not (is_true or is_wrong):
+            continue
+        if _negated(norm, start, end - start):
+            negated = negated or text
+            continue
+        if is_true:
+            first_gold = first_gold or next((g for g in golds if text in name_variants(g)), text)
+            for k in sorted(keys & true_set):
+                named_true.setdefault(k, text)
+        else:
+            for k in sorted(keys & wrong_set):
+                named_wrong.setdefault(k, text)
+    real_true = {k for k in named_true if k != "\0gold"}
+    entities = true_set - {"\0gold"}
+    complete = None
+    if named_true:
+        complete = entities <= real_true if entities else True
+    if named_true:
         alternatives = _split_alternatives(raw)
         if len(alternatives) >= 2:
-            gold_variants = {v for g in golds for v in name_variants(g)}
             non_gold = [a for a in alternatives if not any(_find_all(a, v) for v in gold_variants)]
             if non_gold:
-                return Match(False, "disjunctive-guess", positive[0][1])
-        return Match(True, "match", min(positive)[1])
-    if hits:
-        return Match(False, "negated", hits[0][1])
+                return Match(False, "disjunctive-guess", first_gold, tuple(sorted(real_true)), tuple(named_wrong))
+        if named_wrong:
+            single = len(entities) <= 1 if single_valued is None else single_valued
+            if single:
+                return Match(False, "wrong-extra", first_gold, tuple(sorted(real_true)), tuple(named_wrong), complete)
+            return Match(True, "match-with-extras", first_gold, tuple(sorted(real_true)), tuple(named_wrong), complete)
+        return Match(True, "match", first_gold, tuple(sorted(real_true)), (), complete)
+    if named_wrong:
+        return Match(False, "wrong-candidate", "", (), tuple(named_wrong), None)
+    if negated:
+        return Match(False, "negated", negated)
     if is_refusal(raw):
         return Match(False, "refusal")
     return Match(False, "no-match")

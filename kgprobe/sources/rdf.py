@@ -346,8 +346,9 @@ def kg_from_rdf(
                 )
     predicate_label = {direct_claim_of[k]: labels[k] for k in direct_claim_of if k in labels}
     predicate_aliases = {direct_claim_of[k]: tuple(sorted(aliases.get(k, ()))) for k in direct_claim_of}
+    predicate_description = {direct_claim_of[k]: descriptions[k] for k in direct_claim_of if k in descriptions}
     predicates = [
-        Predicate(pid, predicate_label.get(pid, pid), predicate_aliases.get(pid, ()))
+        Predicate(pid, predicate_label.get(pid, pid), predicate_aliases.get(pid, ()), predicate_description.get(pid, ""))
         for pid in sorted({p for _, p, _ in ordered})
     ]
     dissolved = {eid for eid, cls in classes.items() if cls & DISSOLVED_CLASSES}

@@ -36,34 +36,60 @@ class ScriptedModel(LanguageModel):
         return [self.replies.pop(0) for _ in requests]
 
 
-def test_generated_wh_question_is_used_and_cached(tiny_kg, tmp_path):
-    model = ScriptedModel(["QUESTION: Which city is the seat of the French government? Extra text"])
+def test_generated_wh_template_is_used_for_every_edge_of_the_predicate_and_cached(tiny_kg, tmp_path):
+    # The model writes one question about the predicate's first edge (France, capital, Paris);
+    # it becomes a template, asked first for every edge of P36 (KGLens A.6, cached per predicate).
+    model = ScriptedModel(["QUESTION: Which city is the seat of the French government of France? Extra text"])
     cache = tmp_path / "q.json"
     probe = KGLensProbe("wh", questions=LLMQuestionGenerator(model, cache), use_alias=False)
     task = probe.render(tiny_kg, 0, np.random.default_rng(0))
-    assert task.question == "Which city is the seat of the French government?"
+    assert task.question == "Which city is the seat of the French government of France?"
+    assert task.payload["phrasing"]["source"] == "llm"
     assert model.prompts[0].endswith("SUBJECT is France, PREDICATE is capital, OBJECT is Paris\nQUESTION:")
+    # Germany's capital reuses the template: no second model call
+    assert probe.render(tiny_kg, 1, np.random.default_rng(0)).question == (
+        "Which city is the seat of the French government of Germany?"
+    )
+    assert len(model.prompts) == 1
+    # the next probe of an edge rotates to the hand-written templates
+    assert probe.render_attempt(tiny_kg, 0, np.random.default_rng(0), 1).question == "What is the capital of France?"
     # a second generator on the same file asks the model nothing
     again = LLMQuestionGenerator(ScriptedModel([]), cache)
     assert KGLensProbe("wh", questions=again, use_alias=False).render(tiny_kg, 0, np.random.default_rng(0)).question \
         == task.question
-    assert list(json.loads(cache.read_text()).values()) == [task.question]
+    assert json.loads(cache.read_text()) == {
+        json.dumps(["scripted", "wh", "P36", "capital"]): "Which city is the seat of the French government of {subject}?"
+    }
 
 
 def test_wh_question_naming_the_object_falls_back_to_the_template(tiny_kg):
     generator = LLMQuestionGenerator(ScriptedModel(["Is Paris the capital of France?"]))
     task = KGLensProbe("wh", questions=generator, use_alias=False).render(tiny_kg, 0, np.random.default_rng(0))
-    assert "Paris" not in task.question and task.question.endswith("France?")
+    assert task.question == "What is the capital of France?"
     assert generator.rejected == 1
 
 
-def test_yes_no_question_prompt_carries_the_alias(tiny_kg):
-    model = ScriptedModel(["Is Paris the capital of France (also known as French Republic)?"])
+def test_yes_no_template_puts_both_names_in_placeholders(tiny_kg):
+    model = ScriptedModel(["Is Paris really the capital city of France?"])
     probe = KGLensProbe("yes-no", questions=LLMQuestionGenerator(model))
-    rng = np.random.default_rng(0)
-    task = probe.render(tiny_kg, 0, rng)
-    assert ", SUBJECT_ALIAS is French Republic\nQUESTION:" in model.prompts[0]
-    assert task.question == "Is Paris the capital of France (also known as French Republic)?"
+    # France's edge: the generated template is the first yes/no phrasing, object alternating
+    tasks = [probe.render_attempt(tiny_kg, 0, np.random.default_rng(0), a) for a in range(2)]
+    assert model.prompts[0].endswith("SUBJECT is France, PREDICATE is capital, OBJECT is Paris\nQUESTION:")
+    assert {t.question for t in tasks} == {
+        "Is Paris really the capital city of France (also known as French Republic)?",
+        "Is Berlin really the capital city of France (also known as French Republic)?",
+    }
+
+
+def test_generated_question_without_the_subject_is_rejected():
+    from kgprobe.probes.kglens import question_template
+
+    assert question_template("Who wrote it?", "Hamlet", "Shakespeare", "wh") is None
+    assert question_template("Who wrote hamlet?", "Hamlet", "Shakespeare", "wh") == "Who wrote {subject}?"
+    assert question_template("Did Shakespeare write Hamlet?", "Hamlet", "Shakespeare", "yes_no") == (
+        "Did {object} write {subject}?"
+    )
+    assert question_template("Did Marlowe write Hamlet?", "Hamlet", "Shakespeare", "yes_no") is None
 
 
 def test_corrupt_cache_is_an_input_error(tmp_path):

@@ -64,11 +64,13 @@ def test_zp_lke_knows_the_official_language_of_italy(countries, model):
 
 
 def test_kglens_wh_and_yes_no_on_a_known_fact(countries, model):
-    # Seed 0 asks "Where is the seat of government of France?"; checked by hand: the model
-    # answers "The seat of government of France is Paris."
+    # The fourth probe of the edge asks "Where is the seat of government of France?" (the
+    # fourth P36 template); checked by hand: the model answers "The seat of government of
+    # France is Paris."
     edge = edge_of(countries, "France", "P36")
     probe = make_probe("wh", use_alias=False)
-    task, verdict = run(countries, model, probe, edge)
+    task = probe.render_attempt(countries, edge, np.random.default_rng(0), 3)
+    verdict = probe.verify(countries, task, [], model.generate(task.generate_requests))
     assert task.payload["type"] == "wh" and task.question == "Where is the seat of government of France?"
     assert "Paris" in verdict.answer and verdict.correct
     yn = make_probe("yes-no-logprob")

@@ -156,7 +156,8 @@ def test_unknown_predicate_gets_generic_templates():
     )
     with pytest.warns(ProbeWarning, match="only 0 wrong options"):
         task = make_probe("hgp", template_index=0).render(kg, 0, rng())
-    assert task.score_requests[0].context == 'The "twinned with" of Alpha is'
+    # the grammar reads "twinned with" as participle + preposition (no quoted label)
+    assert task.score_requests[0].context == "Alpha is twinned with"
 
 
 # -- KGLens --------------------------------------------------------------------------------------
@@ -164,22 +165,34 @@ def test_unknown_predicate_gets_generic_templates():
 
 def test_yes_no_question_text_and_polarity(tiny_kg):
     probe = make_probe("yes-no")
-    seen = {True: 0, False: 0}
-    for seed in range(200):
-        task = probe.render(tiny_kg, 0, rng(seed))
+    questions = []
+    for attempt in range(4):
+        task = probe.render_attempt(tiny_kg, 0, rng(attempt), attempt)
         q = task.payload
-        assert q["type"] == "yes_no"
-        # France has one alias, so it always appears as "France (also known as French Republic)"
-        expected_object = "Paris" if q["expected"] else "Berlin"
-        assert task.question in (
-            f"Is {expected_object} the capital of France (also known as French Republic)?",
-            f"Is the capital of France (also known as French Republic) {expected_object}?",
-        )
-        seen[q["expected"]] += 1
+        assert q["type"] == "yes_no" and q["phrasing"]["attempt"] == attempt
         (req,) = task.generate_requests
         assert req.chat and req.prompt.endswith(f"Question: {task.question}\nAnswer:")
-    # 200 fair coin flips: both polarities between 70 and 130 (p < 1e-5 of failing by chance)
-    assert 70 <= seen[True] <= 130
+        questions.append((task.question, q["expected"]))
+    # France has one alias, so it always appears as "France (also known as French Republic)";
+    # true and false objects alternate, templates rotate: four probes, four distinct questions
+    # (the start: crc32("Q142\tP36\tQ90") is even, so the first probe asks the true object)
+    assert questions == [
+        ("Is Paris the capital of France (also known as French Republic)?", True),
+        ("Is Berlin the capital of France (also known as French Republic)?", False),
+        ("Is the capital of France (also known as French Republic) Paris?", True),
+        ("Is the capital of France (also known as French Republic) Berlin?", False),
+    ]
+    # 2 templates × 1 subject form × (1 true + 1 wrong object): a fifth probe repeats the first
+    fifth = probe.render_attempt(tiny_kg, 0, rng(), 4)
+    assert fifth.question == questions[0][0] and fifth.payload["phrasing"]["repeated"]
+    assert probe.phrasing_count(tiny_kg, 0, "yes_no") == 4
+
+
+def test_first_yes_no_polarity_is_balanced_over_edges(capitals_kg):
+    # the start of the alternation is fixed per edge by its triple: over 30 edges, both
+    # polarities occur (crc32 of the 30 triples: 13 even = true first, 17 odd = false first)
+    firsts = [make_probe("yes-no").render(capitals_kg, j, rng()).payload["expected"] for j in range(30)]
+    assert sum(firsts) == 13
 
 
 def test_yes_no_without_negatives_asks_the_true_object(tiny_kg):
