@@ -58,22 +58,11 @@ from kgprobe.models.base import (
     check_generate_request,
 )
 from kgprobe.models import packing
+from kgprobe.models.devices import resolve_device
 from kgprobe.models.tokens import Encoded, TokenizedBackend, cut_at_stop, start_token
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
            "float16": "float16", "fp16": "float16"}
-
-
-def _resolve_device(device: str):
-    import torch
-
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ModelError(f"device {device!r} was requested but no CUDA GPU is available; use device='cpu'.")
-    if device not in ("cpu",) and not device.startswith("cuda"):
-        raise InputError(f"unknown device {device!r}; use 'cpu', 'cuda', 'cuda:N' or 'auto'.")
-    return torch.device(device)
 
 
 def _resolve_dtype(dtype, device):
@@ -82,7 +71,10 @@ def _resolve_dtype(dtype, device):
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype in (None, "auto"):
-        # float32 on CPU: bfloat16 matmuls there are slow and less exact.
+        # float32 on CPU: bfloat16 matmuls there are slow and less exact. bfloat16 on a GPU:
+        # its matrix units are built for it (float32 runs at a fraction of the speed);
+        # log-probs move by up to ~1 nat on a 135M model (GPU.md), so exactness checks
+        # ask for dtype="float32" explicitly.
         return torch.float32 if device.type == "cpu" else torch.bfloat16
     name = _DTYPES.get(str(dtype).lower())
     if name is None:
@@ -162,39 +154,42 @@ class TransformersModel(TokenizedBackend, LanguageModel):
 
     Args:
         path_or_id: a model directory (config + weights + tokenizer) or a hub id.
-        device: ``"cpu"``, ``"cuda"``/``"cuda:N"`` or ``"auto"``.
-        dtype: ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"auto"`` (float32 on CPU).
-        batch_size: maximum rows per forward pass.
+        device: ``"auto"`` (a CUDA GPU when there is one, else the CPU), ``"cpu"``,
+            ``"cuda"`` or ``"cuda:N"`` (:mod:`kgprobe.models.devices`).
+        dtype: ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"auto"`` (float32 on CPU,
+            bfloat16 on a GPU).
+        batch_size: maximum rows per forward pass (None: chosen for the device, see
+            :meth:`_auto_batching`).
         max_length: the model window in tokens; longer requests are refused.
         add_bos: prepend BOS (True), never (False), or the tokenizer's default (None).
         label: the model's name in ``identity`` (default: the resolved path or id).
         share_prefix: use shared-prefix scoring (False: every sequence on its own).
-        batch_tokens: token budget of one forward pass (rows × padded row length).
+        batch_tokens: token budget of one forward pass (rows × padded row length; None:
+            chosen for the device).
     """
 
     def __init__(
         self,
         path_or_id: str,
         *,
-        device: str = "cpu",
-        dtype="float32",
-        batch_size: int = 16,
+        device: str = "auto",
+        dtype="auto",
+        batch_size: int | None = None,
         max_length: int | None = None,
         add_bos: bool | None = None,
         label: str | None = None,
         share_prefix: bool = True,
-        batch_tokens: int = 4096,
+        batch_tokens: int | None = None,
         _model=None,
         _tokenizer=None,
     ):
         import torch
 
-        self.device = _resolve_device(device)
+        self.device = resolve_device(device)
         self.dtype = _resolve_dtype(dtype, self.device)
-        if batch_size < 1 or batch_tokens < 1:
+        if (batch_size is not None and batch_size < 1) or (batch_tokens is not None and batch_tokens < 1):
             raise InputError("batch_size and batch_tokens must be positive.")
-        self.batch_size = batch_size
-        self.batch_tokens = batch_tokens
+        self._batch_size_arg, self._batch_tokens_arg = batch_size, batch_tokens
         self.share_prefix = share_prefix
         if _model is not None:
             self._model, self._tokenizer = _model, _tokenizer
@@ -235,8 +230,38 @@ class TransformersModel(TokenizedBackend, LanguageModel):
         self._vocab_sliced = (
             self.device.type == "cpu" and self.dtype == torch.float32 and isinstance(head, torch.nn.Linear)
         )
-        #: Positions per chunk through the output layer on the other paths.
-        self._logit_rows = 512 if self.device.type == "cpu" else 4096
+        self.batch_size, self.batch_tokens, self._logit_rows = self._auto_batching()
+        if self._batch_size_arg is not None:
+            self.batch_size = self._batch_size_arg
+        if self._batch_tokens_arg is not None:
+            self.batch_tokens = self._batch_tokens_arg
+
+    def _auto_batching(self) -> tuple[int, int, int]:
+        """``(rows, tokens per forward pass, positions per output-layer chunk)`` for the device.
+
+        CPU: 16 rows / 4,096 tokens (larger passes only add cache misses on a CPU; the
+        figures of ``kgprobe bench scoring`` were measured with them). CUDA: a quarter of
+        the GPU memory free now, divided by what one token of a forward pass holds (its
+        KV cache over all layers, the MLP activations of one layer, a mask row of up to
+        4,096 keys), between 4,096 and 262,144 tokens; logit chunks get a tenth of it.
+        """
+        config = self._model.config
+        vocab = int(getattr(config, "vocab_size", 0) or len(self._tokenizer))
+        if self.device.type != "cuda":
+            return 16, 4096, 512
+        torch = self._torch
+        free, _ = torch.cuda.mem_get_info(self.device)
+        element = torch.finfo(self.dtype).bits // 8
+        hidden = int(getattr(config, "hidden_size", 1024))
+        layers = int(getattr(config, "num_hidden_layers", 24))
+        heads = int(getattr(config, "num_attention_heads", 16))
+        kv_dim = int(getattr(config, "num_key_value_heads", heads) or heads) * int(
+            getattr(config, "head_dim", None) or hidden // heads)
+        intermediate = int(getattr(config, "intermediate_size", 4 * hidden))
+        per_token = element * (2 * layers * kv_dim + 4 * intermediate + 6 * hidden) + element * 4096
+        tokens = int(min(max(free // 4 // per_token, 4096), 262_144))
+        logit_rows = int(min(max(free // 10 // (vocab * 4 * 2), 256), 16_384))
+        return 256, tokens, logit_rows
 
     # ------------------------------------------------------------------ loading
     @staticmethod

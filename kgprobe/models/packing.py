@@ -24,18 +24,9 @@ import numpy as np
 
 
 def trie_size(sequences: Sequence[Sequence[int]]) -> int:
-    """Number of distinct non-empty prefixes of ``sequences`` (nodes of their token trie)."""
-    ordered = sorted(set(tuple(s) for s in sequences))
-    total, previous = 0, ()
-    for seq in ordered:
-        common = 0
-        for a, b in zip(previous, seq):
-            if a != b:
-                break
-            common += 1
-        total += len(seq) - common
-        previous = seq
-    return total
+    """Number of distinct non-empty prefixes of ``sequences`` (nodes of their token trie):
+    the fewest tokens a scorer can run for them."""
+    return build_tree(sequences).size
 
 
 def lcp(a: Sequence[int], b: Sequence[int]) -> int:
