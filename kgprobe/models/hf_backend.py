@@ -6,16 +6,21 @@ A batch of score requests usually shares a lot: every fact of a relation has the
 50-example zero-prompt prefix, and all 100 options of a fact share the subject. The
 backend works in two levels:
 
-1. **Batch prefix.** The longest common token prefix of all sequences in the call is
-   run once (batch 1) and its KV cache kept.
-2. **Packed rows.** Requests with the same context form a group. A group becomes one
-   row: the group's own shared tokens (what its sequences have in common after the
-   batch prefix, e.g. the subject) followed by every request's remaining tokens
-   (the option), packed back to back. A custom 4-D attention mask lets each option
-   see the batch prefix, its group's shared tokens and its own earlier tokens, never a
-   sibling option; position ids restart after the shared tokens for every option. So
-   every token is run once, and the result equals scoring each sequence on its own.
-   Rows are batched with padding; the prefix KV cache is expanded over the batch.
+1. **Families.** Requests with the same context form a group; groups whose contexts
+   share a long token prefix (one relation's fixed examples) form a family, whose common
+   prefix is run once (batch 1) and its KV cache kept. Groups sharing nothing worth
+   caching (each fact with its own examples, as in real runs) go together into one
+   family with no cached prefix, so they batch well.
+2. **Prefix trees.** A group becomes one row: the group's common tokens as a chain, then
+   every request's remaining tokens as a prefix tree (options starting with the same
+   tokens share those nodes). A 4-D mask lets each node see the family prefix and its
+   own ancestors, never a sibling; its position id is its depth. So every distinct token
+   prefix is run once, and the result equals scoring each sequence on its own. Plans,
+   masks and gather indices are numpy array operations (:mod:`kgprobe.models.packing`),
+   turned into tensors on the model's device once per batch.
+3. **Output layer.** The vocabulary log-sum-exp and argmax are computed once per distinct
+   predicting node (all options of a fact share the node after the context), and each
+   scored token's logit is gathered on its own.
 
 Models with sliding-window attention (e.g. Gemma-3, window 512) use the same path for a
 family whose every sequence fits inside the window: there the window masks nothing, so
@@ -25,7 +30,9 @@ bypass the window.
 
 Tokenization and BOS
 --------------------
-Context and continuation are tokenized together; the continuation's tokens are those
+Each distinct context is encoded once and all continuations in one batched call, with
+exactly the ids of tokenizing context and continuation together
+(:class:`~kgprobe.models.tokens.BatchEncoder`). Context and continuation are tokenized together; the continuation's tokens are those
 whose character span ends after the context (found with offset mappings). A token that
 straddles the boundary is counted as continuation. BOS is added by this backend, never
 by the tokenizer: ``add_bos=None`` means "whatever the tokenizer does by default", read
@@ -313,7 +320,7 @@ class TransformersModel(TokenizedBackend, LanguageModel):
         with self._torch.inference_mode():
             if not self.share_prefix:
                 return self._score_full(encoded, list(range(len(encoded))))
-            return self._score_packed(encoded)
+            return self._score_packed(encoded, [r.context for r in requests])
 
     def score_unshared(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """Reference scoring: every sequence run on its own (batched with padding)."""
@@ -479,12 +486,13 @@ class TransformersModel(TokenizedBackend, LanguageModel):
         return tuple(self._torch.from_numpy(np.ascontiguousarray(a)).to(self.device) for a in arrays)
 
     # ------------------------------------------------------------------ packed scoring
-    def _score_packed(self, encoded: list[Encoded]) -> list[ScoreResult]:
+    def _score_packed(self, encoded: list[Encoded], contexts: list[str]) -> list[ScoreResult]:
         """Families of context groups, each with its prefix run once and its groups packed
         as prefix trees (:mod:`kgprobe.models.packing`)."""
         groups: dict[tuple, list[int]] = {}
         for i, enc in enumerate(encoded):
-            key = (enc.shared, tuple(enc.ids[: enc.shared])) if enc.shared else (0, i)
+            # Requests with one context share its encoded head (the same ids).
+            key = (enc.shared, contexts[i]) if enc.shared else (0, i)
             groups.setdefault(key, []).append(i)
         members = list(groups.values())
         reps = []  # each group's common token prefix
