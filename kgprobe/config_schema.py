@@ -47,6 +47,7 @@ SCHEMA: dict[str, Rule] = {
     "hops": Rule("int", low=1, high=10),
     "model": Rule("str"),
     "model_options": Rule("table"),
+    "device": Rule("str"),
     "method": Rule("str"),
     "sampler": Rule("str"),
     "budget": Rule("int", low=1, optional=True),

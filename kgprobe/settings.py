@@ -36,6 +36,8 @@ RUN_DEFAULTS: dict[str, Any] = {
     "hops": 2,
     "model": "default",
     "model_options": {},
+    # auto: CUDA when present, else CPU (kgprobe.models.devices).
+    "device": "auto",
     "method": "zp-lke",
     "sampler": "thompson",
     "budget": 256,

@@ -29,6 +29,8 @@ import time
 
 import numpy as np
 
+from kgprobe.models.packing import trie_size
+
 CAPITAL = "P36"
 
 
@@ -75,21 +77,6 @@ def build_facts(n_facts: int, n_options: int, n_examples: int, seed: int) -> lis
         facts.append({"context": prefix + subject, "options": [" " + o for o in options],
                       "gold": options.index(gold)})
     return facts
-
-
-def trie_size(sequences: list[list[int]]) -> int:
-    """Number of distinct non-empty prefixes of ``sequences`` (nodes of their token trie)."""
-    ordered = sorted(set(tuple(s) for s in sequences))
-    total, previous = 0, ()
-    for seq in ordered:
-        common = 0
-        for a, b in zip(previous, seq):
-            if a != b:
-                break
-            common += 1
-        total += len(seq) - common
-        previous = seq
-    return total
 
 
 def handle(args) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 
+from kgprobe.commands.options import add_device_option
 from kgprobe.commands.run import add_round_timeout_option
 
 
@@ -17,6 +18,7 @@ def register(subparsers) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", help="the run file (or its name in runs/)")
     p.add_argument("--model", help="model spec, if it must be given again (default: the one the run used)")
+    add_device_option(p, default=None, help_default="the device the run was started with")
     p.add_argument("--budget", type=int, help="raise the run's query budget (extends a finished run)")
     p.add_argument("--max-rounds", type=int, help="raise the run's round limit")
     p.add_argument("--cache", metavar="FILE", help="SQLite response cache shared across runs")
@@ -44,10 +46,11 @@ def handle(args: argparse.Namespace) -> int:
         options = json.loads(ro.meta("model_options") or "{}")
         if spec is None:
             spec = ro.model_spec or None
+        device = args.device or ro.meta("device") or "auto"
     from kgprobe.commands.run import with_round_timeout
 
     options = with_round_timeout(options, args.round_timeout)
-    model = load_model_setting(spec, args.cache, options) if spec else None
+    model = load_model_setting(spec, args.cache, options, device) if spec else None
     run = resume(path, model, budget=args.budget, max_rounds=args.max_rounds, lazy=True)
     return play(run.engine, run.store, {"quiet": args.quiet, "plain": args.plain, "report": args.report,
                                        "output": args.output})

@@ -20,6 +20,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+from kgprobe.commands.options import add_device_option
 from kgprobe.errors import InputError
 
 from kgprobe.settings import METHOD_DEFAULTS, RUN_DEFAULTS
@@ -57,6 +58,7 @@ def register(subparsers) -> None:
     m.add_argument("--model-option", action="append", default=S, metavar="KEY=VALUE",
                    help='a backend setting (JSON values; repeatable), e.g. base_urls=\'["http://a:8000/v1", '
                    '"http://b:8000/v1"]\' or tensor_parallel_size=2')
+    add_device_option(m)
     m.add_argument("--method", default=S, help="probe method: zp-lke, hgp, yes-no, wh, easy, hard, … (default zp-lke)")
     m.add_argument("--probe-option", action="append", default=S, metavar="KEY=VALUE",
                    help="a probe setting, e.g. num_examples=20 (JSON values; repeatable)")
@@ -163,7 +165,11 @@ def settings_from_args(args: argparse.Namespace) -> dict:
         if flag in given:
             name = "--" + flag.replace("_", "-")
             options.append((name, {key: _parse_kv(given.pop(flag), name)}))
-    return resolve_run_settings(*layers, ("the command line", given), *options)
+    settings = resolve_run_settings(*layers, ("the command line", given), *options)
+    from kgprobe.models.devices import check_device_spec
+
+    settings["device"] = check_device_spec(settings["device"])
+    return settings
 
 
 def resolve_kg_setting(settings: dict):
@@ -178,11 +184,12 @@ def resolve_kg_setting(settings: dict):
     return resolve_kg(settings["kg"])
 
 
-def load_model_setting(spec: str, cache: str | None, options: dict | None = None):
+def load_model_setting(spec: str, cache: str | None, options: dict | None = None, device: str | None = None):
+    """The model of a run; ``device`` (``--device``) places local backends."""
     from kgprobe.api import resolve_model
 
     _quiet_model_loading()
-    model, _ = resolve_model(spec, options)
+    model, _ = resolve_model(spec, {**(options or {}), **({"device": device} if device else {})})
     if cache:
         from kgprobe.models.cache import CachedModel
 
@@ -231,13 +238,15 @@ def handle(args: argparse.Namespace) -> int:
     item_prior = fit_item_prior(kg, settings.get("prior") or None)
     out = Path(settings["out"])
     _check_out_dir(out)
-    model = load_model_setting(settings["model"], settings["cache"], settings["model_options"])
+    model = load_model_setting(settings["model"], settings["cache"], settings["model_options"], settings["device"])
     check_model(config, model)
     store = _open_new_store(out, kg, config, model, settings["model"])
     if settings["model_options"]:
         store.set_meta("model_options", json.dumps(settings["model_options"], sort_keys=True))
     if item_prior is not None:
         store.set_meta("item_prior", item_prior.to_json())
+    # The device asked for (auto, cpu, cuda:N), so `kgprobe resume` places the model alike.
+    store.set_meta("device", settings["device"])
     try:
         engine = Engine.from_config(kg, model, config, store)
     except BaseException:

@@ -6,16 +6,21 @@ A batch of score requests usually shares a lot: every fact of a relation has the
 50-example zero-prompt prefix, and all 100 options of a fact share the subject. The
 backend works in two levels:
 
-1. **Batch prefix.** The longest common token prefix of all sequences in the call is
-   run once (batch 1) and its KV cache kept.
-2. **Packed rows.** Requests with the same context form a group. A group becomes one
-   row: the group's own shared tokens (what its sequences have in common after the
-   batch prefix, e.g. the subject) followed by every request's remaining tokens
-   (the option), packed back to back. A custom 4-D attention mask lets each option
-   see the batch prefix, its group's shared tokens and its own earlier tokens, never a
-   sibling option; position ids restart after the shared tokens for every option. So
-   every token is run once, and the result equals scoring each sequence on its own.
-   Rows are batched with padding; the prefix KV cache is expanded over the batch.
+1. **Families.** Requests with the same context form a group; groups whose contexts
+   share a long token prefix (one relation's fixed examples) form a family, whose common
+   prefix is run once (batch 1) and its KV cache kept. Groups sharing nothing worth
+   caching (each fact with its own examples, as in real runs) go together into one
+   family with no cached prefix, so they batch well.
+2. **Prefix trees.** A group becomes one row: the group's common tokens as a chain, then
+   every request's remaining tokens as a prefix tree (options starting with the same
+   tokens share those nodes). A 4-D mask lets each node see the family prefix and its
+   own ancestors, never a sibling; its position id is its depth. So every distinct token
+   prefix is run once, and the result equals scoring each sequence on its own. Plans,
+   masks and gather indices are numpy array operations (:mod:`kgprobe.models.packing`),
+   turned into tensors on the model's device once per batch.
+3. **Output layer.** The vocabulary log-sum-exp and argmax are computed once per distinct
+   predicting node (all options of a fact share the node after the context), and each
+   scored token's logit is gathered on its own.
 
 Models with sliding-window attention (e.g. Gemma-3, window 512) use the same path for a
 family whose every sequence fits inside the window: there the window masks nothing, so
@@ -25,7 +30,9 @@ bypass the window.
 
 Tokenization and BOS
 --------------------
-Context and continuation are tokenized together; the continuation's tokens are those
+Each distinct context is encoded once and all continuations in one batched call, with
+exactly the ids of tokenizing context and continuation together
+(:class:`~kgprobe.models.tokens.BatchEncoder`). Context and continuation are tokenized together; the continuation's tokens are those
 whose character span ends after the context (found with offset mappings). A token that
 straddles the boundary is counted as continuation. BOS is added by this backend, never
 by the tokenizer: ``add_bos=None`` means "whatever the tokenizer does by default", read
@@ -44,9 +51,10 @@ so kgprobe refuses and says how to fix it (fewer examples, shorter prompts).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
+
+import numpy as np
 
 from kgprobe.errors import InputError, ModelError
 from kgprobe.models.base import (
@@ -56,40 +64,12 @@ from kgprobe.models.base import (
     ScoreResult,
     check_generate_request,
 )
-from kgprobe.models.tokens import (
-    Encoded,
-    TokenizedBackend,
-    common_prefix_len,
-    cut_at_stop,
-    start_token,
-)
+from kgprobe.models import packing
+from kgprobe.models.devices import resolve_device
+from kgprobe.models.tokens import Encoded, TokenizedBackend, cut_at_stop, start_token
 
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
            "float16": "float16", "fp16": "float16"}
-
-
-@dataclass
-class _Row:
-    """A packed row: a group's shared tokens, then each member's own tokens."""
-
-    shared: list[int]
-    members: list[tuple[int, list[int]]]  # (request index, tokens after the shared part)
-
-    @property
-    def length(self) -> int:
-        return len(self.shared) + sum(len(tokens) for _, tokens in self.members)
-
-
-def _resolve_device(device: str):
-    import torch
-
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ModelError(f"device {device!r} was requested but no CUDA GPU is available; use device='cpu'.")
-    if device not in ("cpu",) and not device.startswith("cuda"):
-        raise InputError(f"unknown device {device!r}; use 'cpu', 'cuda', 'cuda:N' or 'auto'.")
-    return torch.device(device)
 
 
 def _resolve_dtype(dtype, device):
@@ -98,7 +78,10 @@ def _resolve_dtype(dtype, device):
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype in (None, "auto"):
-        # float32 on CPU: bfloat16 matmuls there are slow and less exact.
+        # float32 on CPU: bfloat16 matmuls there are slow and less exact. bfloat16 on a GPU:
+        # its matrix units are built for it (float32 runs at a fraction of the speed);
+        # log-probs move by up to ~1 nat on a 135M model (GPU.md), so exactness checks
+        # ask for dtype="float32" explicitly.
         return torch.float32 if device.type == "cpu" else torch.bfloat16
     name = _DTYPES.get(str(dtype).lower())
     if name is None:
@@ -178,39 +161,42 @@ class TransformersModel(TokenizedBackend, LanguageModel):
 
     Args:
         path_or_id: a model directory (config + weights + tokenizer) or a hub id.
-        device: ``"cpu"``, ``"cuda"``/``"cuda:N"`` or ``"auto"``.
-        dtype: ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"auto"`` (float32 on CPU).
-        batch_size: maximum rows per forward pass.
+        device: ``"auto"`` (a CUDA GPU when there is one, else the CPU), ``"cpu"``,
+            ``"cuda"`` or ``"cuda:N"`` (:mod:`kgprobe.models.devices`).
+        dtype: ``"float32"``, ``"bfloat16"``, ``"float16"`` or ``"auto"`` (float32 on CPU,
+            bfloat16 on a GPU).
+        batch_size: maximum rows per forward pass (None: chosen for the device, see
+            :meth:`_auto_batching`).
         max_length: the model window in tokens; longer requests are refused.
         add_bos: prepend BOS (True), never (False), or the tokenizer's default (None).
         label: the model's name in ``identity`` (default: the resolved path or id).
         share_prefix: use shared-prefix scoring (False: every sequence on its own).
-        batch_tokens: token budget of one forward pass (rows × padded row length).
+        batch_tokens: token budget of one forward pass (rows × padded row length; None:
+            chosen for the device).
     """
 
     def __init__(
         self,
         path_or_id: str,
         *,
-        device: str = "cpu",
-        dtype="float32",
-        batch_size: int = 16,
+        device: str = "auto",
+        dtype="auto",
+        batch_size: int | None = None,
         max_length: int | None = None,
         add_bos: bool | None = None,
         label: str | None = None,
         share_prefix: bool = True,
-        batch_tokens: int = 4096,
+        batch_tokens: int | None = None,
         _model=None,
         _tokenizer=None,
     ):
         import torch
 
-        self.device = _resolve_device(device)
+        self.device = resolve_device(device)
         self.dtype = _resolve_dtype(dtype, self.device)
-        if batch_size < 1 or batch_tokens < 1:
+        if (batch_size is not None and batch_size < 1) or (batch_tokens is not None and batch_tokens < 1):
             raise InputError("batch_size and batch_tokens must be positive.")
-        self.batch_size = batch_size
-        self.batch_tokens = batch_tokens
+        self._batch_size_arg, self._batch_tokens_arg = batch_size, batch_tokens
         self.share_prefix = share_prefix
         if _model is not None:
             self._model, self._tokenizer = _model, _tokenizer
@@ -246,6 +232,43 @@ class TransformersModel(TokenizedBackend, LanguageModel):
         self.tokens_run = 0
         self.tokens_padded = 0
         self._torch = torch
+        head = self._model.get_output_embeddings()
+        #: Log-sum-exp over vocabulary slices (CPU float32 with a plain linear output layer).
+        self._vocab_sliced = (
+            self.device.type == "cpu" and self.dtype == torch.float32 and isinstance(head, torch.nn.Linear)
+        )
+        self.batch_size, self.batch_tokens, self._logit_rows = self._auto_batching()
+        if self._batch_size_arg is not None:
+            self.batch_size = self._batch_size_arg
+        if self._batch_tokens_arg is not None:
+            self.batch_tokens = self._batch_tokens_arg
+
+    def _auto_batching(self) -> tuple[int, int, int]:
+        """``(rows, tokens per forward pass, positions per output-layer chunk)`` for the device.
+
+        CPU: 16 rows / 4,096 tokens (larger passes only add cache misses on a CPU; the
+        figures of ``kgprobe bench scoring`` were measured with them). CUDA: a quarter of
+        the GPU memory free now, divided by what one token of a forward pass holds (its
+        KV cache over all layers, the MLP activations of one layer, a mask row of up to
+        4,096 keys), between 4,096 and 262,144 tokens; logit chunks get a tenth of it.
+        """
+        config = self._model.config
+        vocab = int(getattr(config, "vocab_size", 0) or len(self._tokenizer))
+        if self.device.type != "cuda":
+            return 16, 4096, 512
+        torch = self._torch
+        free, _ = torch.cuda.mem_get_info(self.device)
+        element = torch.finfo(self.dtype).bits // 8
+        hidden = int(getattr(config, "hidden_size", 1024))
+        layers = int(getattr(config, "num_hidden_layers", 24))
+        heads = int(getattr(config, "num_attention_heads", 16))
+        kv_dim = int(getattr(config, "num_key_value_heads", heads) or heads) * int(
+            getattr(config, "head_dim", None) or hidden // heads)
+        intermediate = int(getattr(config, "intermediate_size", 4 * hidden))
+        per_token = element * (2 * layers * kv_dim + 4 * intermediate + 6 * hidden) + element * 4096
+        tokens = int(min(max(free // 4 // per_token, 4096), 262_144))
+        logit_rows = int(min(max(free // 10 // (vocab * 4 * 2), 256), 16_384))
+        return 256, tokens, logit_rows
 
     # ------------------------------------------------------------------ loading
     @staticmethod
@@ -290,27 +313,20 @@ class TransformersModel(TokenizedBackend, LanguageModel):
         return self._model
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
-        """Log-probabilities of each continuation, with shared-prefix reuse."""
-        encoded = [self._encode_checked(i, r) for i, r in enumerate(requests)]
+        """Log-probabilities of each continuation, packed as prefix trees (see the module notes)."""
+        encoded = self._encode_all(requests)
         if not encoded:
             return []
         with self._torch.inference_mode():
             if not self.share_prefix:
-                return self._score_full(encoded)
-            results: list[ScoreResult | None] = [None] * len(encoded)
-            for family in self._families(encoded):
-                members = [encoded[i] for i in family]
-                fits = self.sliding_window is None or max(len(e.ids) for e in members) < self.sliding_window
-                scored = self._score_shared(members) if fits else self._score_full(members)
-                for index, result in zip(family, scored):
-                    results[index] = result
-            return results  # type: ignore[return-value]
+                return self._score_full(encoded, list(range(len(encoded))))
+            return self._score_packed(encoded, [r.context for r in requests])
 
     def score_unshared(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """Reference scoring: every sequence run on its own (batched with padding)."""
-        encoded = [self._encode_checked(i, r) for i, r in enumerate(requests)]
+        encoded = self._encode_all(requests)
         with self._torch.inference_mode():
-            return self._score_full(encoded)
+            return self._score_full(encoded, list(range(len(encoded))))
 
     # ------------------------------------------------------------------ forward helpers
     def _hidden(self, input_ids, attention_mask, position_ids, cache=None, use_cache=False):
@@ -330,179 +346,209 @@ class TransformersModel(TokenizedBackend, LanguageModel):
             logits = self._torch.tanh(logits / self._softcap) * self._softcap
         return logits
 
-    def _gather_results(self, hidden_rows, targets) -> list[tuple[tuple[float, ...], bool]]:
-        """``hidden_rows``: [N, H] hidden states predicting ``targets`` ([N] token ids)."""
+    def _position_stats(self, hidden):
+        """``(logsumexp [N], argmax [N])`` of the logits of ``hidden`` ([N, H]) over the vocabulary.
+
+        On CPU in float32 the vocabulary is walked in slices with a running log-sum-exp:
+        the [N, vocabulary] logits never exist at once, which keeps them in cache (measured
+        ~25 % faster than a full matrix at N = 200, vocabulary 49k, width 64). Elsewhere
+        rows go in chunks through the output layer as in :meth:`_logits`.
+        """
         torch = self._torch
-        logprobs, greedy = [], []
-        for start in range(0, hidden_rows.shape[0], 512):
-            logits = self._logits(hidden_rows[start : start + 512])
-            tgt = targets[start : start + 512]
-            logprobs.append(torch.log_softmax(logits, dim=-1).gather(1, tgt[:, None])[:, 0])
-            greedy.append(logits.argmax(dim=-1) == tgt)
-        return torch.cat(logprobs).tolist(), torch.cat(greedy).tolist()
+        head = self._model.get_output_embeddings()
+        n = hidden.shape[0]
+        if self._vocab_sliced:
+            weight, bias = head.weight, head.bias
+            step = 512
+            best = torch.full((n,), -float("inf"), dtype=torch.float32)
+            total = torch.zeros(n, dtype=torch.float32)
+            best_slice = torch.zeros(n, dtype=torch.long)
+            for s, lo in enumerate(range(0, weight.shape[0], step)):
+                x = self._head_slice(hidden, weight, bias, lo, step)
+                top = x.amax(dim=-1)  # max with indices costs several times more per slice
+                best_slice = torch.where(top > best, s, best_slice)  # strict: the first maximum wins
+                new_best = torch.maximum(best, top)
+                total = total * torch.exp(best - new_best) + x.sub_(new_best[:, None]).exp_().sum(-1)
+                best = new_best
+            # The argmax inside each row's best slice, recomputing only those slices.
+            index = torch.empty(n, dtype=torch.long)
+            for s in torch.unique(best_slice).tolist():
+                rows = torch.nonzero(best_slice == s)[:, 0]
+                x = self._head_slice(hidden[rows], weight, bias, s * step, step)
+                index[rows] = x.argmax(dim=-1) + s * step
+            return best + torch.log(total), index
+        lse, arg = [], []
+        rows = self._logit_rows
+        for lo in range(0, n, rows):
+            logits = self._logits(hidden[lo : lo + rows])
+            lse.append(torch.logsumexp(logits, dim=-1))
+            arg.append(logits.argmax(dim=-1))
+        return torch.cat(lse), torch.cat(arg)
+
+    def _head_slice(self, hidden, weight, bias, lo: int, step: int):
+        x = hidden @ weight[lo : lo + step].T
+        if bias is not None:
+            x += bias[lo : lo + step]
+        if self._softcap:
+            x = self._torch.tanh(x / self._softcap) * self._softcap
+        return x
+
+    def _target_logits(self, hidden, targets):
+        """Logit of ``targets[i]`` after ``hidden[i]`` without the full logit rows (CPU float32)."""
+        head = self._model.get_output_embeddings()
+        x = (hidden * head.weight[targets]).sum(-1)
+        if head.bias is not None:
+            x = x + head.bias[targets]
+        if self._softcap:
+            x = self._torch.tanh(x / self._softcap) * self._softcap
+        return x
+
+    def _logits_rows_at(self, hidden, targets):
+        torch = self._torch
+        out = []
+        rows = self._logit_rows
+        for lo in range(0, hidden.shape[0], rows):
+            logits = self._logits(hidden[lo : lo + rows])
+            out.append(logits.gather(1, targets[lo : lo + rows, None])[:, 0])
+        return torch.cat(out)
+
+    def _score_entries(self, pool, positions: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Log-prob and greedy flag of each (row of ``pool``, target) entry; each distinct
+        row's log-sum-exp is computed once (sibling options share their predicting node)."""
+        torch = self._torch
+        rows, inverse = np.unique(positions, return_inverse=True)
+        hidden = pool[torch.from_numpy(rows).to(self.device)]
+        lse, argmax = self._position_stats(hidden)
+        inv = torch.from_numpy(inverse.reshape(-1)).to(self.device)
+        tgt = torch.from_numpy(targets).to(self.device)
+        if self._vocab_sliced:
+            picked = self._target_logits(hidden[inv], tgt)
+        else:  # the same logits as the log-sum-exp, so the two roundings agree in bfloat16
+            picked = self._logits_rows_at(hidden[inv], tgt)
+        logprob = picked.float() - lse[inv]
+        greedy = argmax[inv] == tgt
+        return logprob.cpu().numpy(), greedy.cpu().numpy()
+
+    @staticmethod
+    def _results(n: int, owners: list[np.ndarray], logprobs: list[np.ndarray], greedy: list[np.ndarray],
+                 into: list | None = None, order: Sequence[int] | None = None) -> list[ScoreResult]:
+        """ScoreResults from entries (owner request, log-prob, greedy) whose entries of one
+        owner are contiguous and in token order."""
+        own = np.concatenate(owners) if owners else np.zeros(0, np.int64)
+        lp = np.concatenate(logprobs) if logprobs else np.zeros(0)
+        gr = np.concatenate(greedy) if greedy else np.zeros(0, bool)
+        sort = np.argsort(own, kind="stable")
+        own, lp, gr = own[sort], lp[sort].tolist(), gr[sort]
+        bounds = np.flatnonzero(np.diff(own)) + 1
+        starts = [0, *bounds.tolist()]
+        ends = [*bounds.tolist(), len(own)]
+        all_greedy = np.logical_and.reduceat(gr, starts).tolist() if len(own) else []
+        results = into if into is not None else [None] * n
+        for owner, a, b, g in zip(own[starts].tolist() if len(own) else [], starts, ends, all_greedy):
+            results[owner if order is None else order[owner]] = ScoreResult(tuple(lp[a:b]), bool(g))
+        return results
 
     # ------------------------------------------------------------------ plain scoring
-    def _score_full(self, encoded: list[Encoded]) -> list[ScoreResult]:
+    def _score_full(self, encoded: list[Encoded], which: list[int], into: list | None = None) -> list[ScoreResult]:
+        """Every sequence ``encoded[i]`` (i in ``which``) run on its own, batched with padding."""
         torch = self._torch
-        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].ids))
-        results: list[ScoreResult | None] = [None] * len(encoded)
+        order = sorted(which, key=lambda i: len(encoded[i].ids))
+        results = into if into is not None else [None] * len(encoded)
         pad = self._tokenizer.pad_token_id if self._tokenizer.pad_token_id is not None else 0
         i = 0
         while i < len(order):
-            longest = len(encoded[order[i]].ids)
             batch = [order[i]]
             i += 1
-            while i < len(order) and len(batch) < self.batch_size:
-                longest_next = len(encoded[order[i]].ids)
-                if (len(batch) + 1) * longest_next > self.batch_tokens:
-                    break
+            while i < len(order) and len(batch) < self.batch_size and (
+                (len(batch) + 1) * len(encoded[order[i]].ids) <= self.batch_tokens
+            ):
                 batch.append(order[i])
-                longest = longest_next
                 i += 1
-            ids = torch.full((len(batch), longest), pad, dtype=torch.long)
-            mask = torch.zeros((len(batch), longest), dtype=torch.long)
-            for row, index in enumerate(batch):
-                seq = encoded[index].ids
-                ids[row, : len(seq)] = torch.tensor(seq)
-                mask[row, : len(seq)] = 1
-            self.tokens_run += int(mask.sum())
-            self.tokens_padded += int(mask.numel() - mask.sum())
-            positions = torch.arange(longest)[None, :].expand(len(batch), -1)
-            hidden, _ = self._hidden(ids.to(self.device), mask.to(self.device), positions.to(self.device))
-            rows, cols, targets, owners = [], [], [], []
-            for row, index in enumerate(batch):
-                enc = encoded[index]
-                for p in range(enc.boundary, len(enc.ids)):
-                    rows.append(row)
-                    cols.append(p - 1)
-                    targets.append(enc.ids[p])
-                    owners.append(index)
-            picked = hidden[torch.tensor(rows), torch.tensor(cols)]
-            self._assign(results, owners, *self._gather_results(picked, torch.tensor(targets, device=self.device)))
+            ids, lengths = packing.padded([encoded[b].ids for b in batch], pad=pad)
+            ids[ids < 0] = pad
+            longest = ids.shape[1]
+            mask = np.arange(longest)[None, :] < lengths[:, None]
+            self.tokens_run += int(lengths.sum())
+            self.tokens_padded += int(mask.size - lengths.sum())
+            positions = np.broadcast_to(np.arange(longest)[None, :], ids.shape)
+            hidden, _ = self._hidden(*self._tensors(ids, mask.astype(np.int64), positions))
+            boundaries = np.array([encoded[b].boundary for b in batch])
+            counts = lengths - boundaries
+            row = np.repeat(np.arange(len(batch)), counts)
+            p = np.repeat(boundaries, counts) + (np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts))
+            flat = hidden.reshape(-1, hidden.shape[-1])
+            lp, gr = self._score_entries(flat, row * longest + p - 1, ids[row, p])
+            self._results(len(encoded), [np.asarray(batch)[row]], [lp], [gr], into=results)
         return results  # type: ignore[return-value]
 
-    @staticmethod
-    def _assign(results, owners, logprobs, greedy) -> None:
-        per: dict[int, tuple[list[float], list[bool]]] = {}
-        for owner, lp, g in zip(owners, logprobs, greedy):
-            entry = per.setdefault(owner, ([], []))
-            entry[0].append(float(lp))
-            entry[1].append(bool(g))
-        for owner, (lps, gs) in per.items():
-            results[owner] = ScoreResult(tuple(lps), all(gs))
+    def _tensors(self, *arrays):
+        """numpy arrays as tensors on the model's device."""
+        return tuple(self._torch.from_numpy(np.ascontiguousarray(a)).to(self.device) for a in arrays)
 
-    # ------------------------------------------------------------------ shared-prefix scoring
-    def _families(self, encoded: list[Encoded]) -> list[list[int]]:
-        """Split request indices into families, each scored with its own batch prefix.
+    # ------------------------------------------------------------------ packed scoring
+    def _score_packed(self, encoded: list[Encoded], contexts: list[str]) -> list[ScoreResult]:
+        """Families of context groups, each with its prefix run once and its groups packed
+        as prefix trees (:mod:`kgprobe.models.packing`)."""
+        groups: dict[tuple, list[int]] = {}
+        for i, enc in enumerate(encoded):
+            # Requests with one context share its encoded head (the same ids).
+            key = (enc.shared, contexts[i]) if enc.shared else (0, i)
+            groups.setdefault(key, []).append(i)
+        members = list(groups.values())
+        reps = []  # each group's common token prefix
+        for group in members:
+            first = encoded[group[0]]
+            shared = first.shared
+            if len(group) == 1:
+                reps.append(first.ids)
+                continue
+            rests, lengths = packing.padded([encoded[i].ids[shared:] for i in group])
+            same = np.cumprod((rests == rests[:1]) & (rests >= 0), axis=1).sum(axis=1)
+            reps.append(first.ids[: shared + int(same.min())])
+        results: list[ScoreResult | None] = [None] * len(encoded)
+        # A family of one group would run its context as a prefix (batch 1) and then its
+        # tree alone; as a row of a shared family it runs the same tokens, batched.
+        fams = packing.families(reps)
+        single = [f[0] for f in fams if len(f) == 1]
+        fams = [f for f in fams if len(f) > 1] + ([single] if single else [])
+        for family in fams:
+            which = [i for g in family for i in members[g]]
+            longest = max(len(encoded[i].ids) for i in which)
+            if self.sliding_window is not None and longest >= self.sliding_window:
+                self._score_full(encoded, which, into=results)
+            else:
+                self._score_family(encoded, [members[g] for g in family], [reps[g] for g in family], results)
+        return results  # type: ignore[return-value]
 
-        A batch can mix relations, each with its own long example prefix and only a few
-        tokens in common. In sorted order, the common prefix of a run of sequences is the
-        minimum of adjacent common prefixes ``m``; cutting where it is reached gives
-        sub-runs with longer prefixes ``L_j``. Cutting costs ``m`` tokens per extra family
-        and saves ``L_j - m`` tokens for every context after the first in sub-run ``j``
-        (otherwise each context's row recomputes them), so cut when that pays, recursively.
-        """
-        order = sorted(range(len(encoded)), key=lambda i: encoded[i].ids)
-        adjacent = [
-            common_prefix_len(encoded[a].ids, encoded[b].ids, 1 << 30) for a, b in zip(order, order[1:])
-        ]
-        contexts = [tuple(encoded[i].ids[: encoded[i].boundary]) for i in order]
-
-        def split(lo: int, hi: int) -> list[list[int]]:  # sorted positions [lo, hi)
-            if hi - lo < 2:
-                return [order[lo:hi]]
-            inner = adjacent[lo : hi - 1]
-            m = min(inner)
-            cuts = [lo] + [lo + 1 + k for k, v in enumerate(inner) if v == m] + [hi]
-            parts = list(zip(cuts, cuts[1:]))
-            saved = sum(
-                (len(set(contexts[a:b])) - 1) * ((min(adjacent[a : b - 1]) if b - a > 1 else m) - m)
-                for a, b in parts
-            )
-            if len(parts) < 2 or saved <= (len(parts) - 1) * m:
-                return [order[lo:hi]]
-            return [family for a, b in parts for family in split(a, b)]
-
-        return split(0, len(order))
-
-    def _plan_rows(self, encoded: list[Encoded], prefix_len: int) -> list[_Row]:
-        groups: dict[tuple[int, ...], list[int]] = {}
-        for index, enc in enumerate(encoded):
-            groups.setdefault(tuple(enc.ids[prefix_len : enc.boundary]), []).append(index)
-        max_row = max(self.batch_tokens // 2, 1)
-        rows: list[_Row] = []
-        for members in groups.values():
-            first = encoded[members[0]].ids
-            # Every member must keep at least one own token so its first target has a query.
-            shared_len = min(len(encoded[m].ids) for m in members) - 1
-            for m in members[1:]:
-                shared_len = common_prefix_len(first, encoded[m].ids, shared_len)
-            shared = first[prefix_len:shared_len]
-            row = _Row(list(shared), [])
-            for m in members:
-                own = encoded[m].ids[shared_len:]
-                if row.members and row.length + len(own) > max_row:
-                    rows.append(row)
-                    row = _Row(list(shared), [])
-                row.members.append((m, own))
-            rows.append(row)
-        return rows
-
-    def _row_mask_and_positions(self, rows: list[_Row], prefix_len: int, width: int):
-        """4-D additive mask [B, 1, width, prefix_len + width] and position ids [B, width]."""
+    def _score_family(self, encoded, groups: list[list[int]], reps: list[list[int]], results: list) -> None:
         torch = self._torch
-        segment = torch.full((len(rows), width), -1, dtype=torch.long)
-        positions = torch.zeros((len(rows), width), dtype=torch.long)
-        for r, row in enumerate(rows):
-            n_shared = len(row.shared)
-            segment[r, :n_shared] = 0
-            positions[r, :n_shared] = torch.arange(prefix_len, prefix_len + n_shared)
-            offset = n_shared
-            for j, (_, own) in enumerate(row.members, start=1):
-                segment[r, offset : offset + len(own)] = j
-                positions[r, offset : offset + len(own)] = torch.arange(
-                    prefix_len + n_shared, prefix_len + n_shared + len(own)
-                )
-                offset += len(own)
-            positions[r, offset:] = prefix_len + n_shared
-        query = torch.arange(width)
-        causal = query[None, :] <= query[:, None]  # [q, k]
-        seg_q = segment[:, :, None]
-        seg_k = segment[:, None, :]
-        allowed_row = causal[None] & ((seg_k == seg_q) | (seg_k == 0))
-        allowed = torch.cat(
-            [torch.ones((len(rows), width, prefix_len), dtype=torch.bool), allowed_row], dim=2
-        )
-        mask = torch.zeros(allowed.shape, dtype=self.dtype)
-        mask.masked_fill_(~allowed, torch.finfo(self.dtype).min)
-        return mask[:, None], positions
-
-    def _score_shared(self, encoded: list[Encoded]) -> list[ScoreResult]:
-        torch = self._torch
-        limit = min(len(e.ids) for e in encoded) - 1
-        first = encoded[0].ids
-        prefix_len = limit
-        for enc in encoded[1:]:
-            prefix_len = common_prefix_len(first, enc.ids, prefix_len)
-        prefix_cache = None
-        prefix_hidden = None  # hidden states of prefix positions [keep_from, prefix_len)
+        which = [i for g in groups for i in g]
+        prefix_len = min(len(encoded[i].ids) for i in which) - 1
+        for rep in reps:
+            prefix_len = min(prefix_len, packing.lcp(reps[0], rep))
+        prefix_ids = np.asarray(reps[0][:prefix_len], dtype=np.int64)
+        prefix_cache = prefix_hidden = None
         keep_from = prefix_len
         if prefix_len > 0:
-            keep_from = min(prefix_len, min(e.boundary for e in encoded) - 1)
-            ids = torch.tensor([first[:prefix_len]], device=self.device)
+            keep_from = min(prefix_len, min(encoded[i].boundary for i in which) - 1)
+            ids = torch.from_numpy(prefix_ids[None]).to(self.device)
             positions = torch.arange(prefix_len, device=self.device)[None]
             hidden, cache = self._hidden(ids, None, positions, cache=None, use_cache=True)
             self.tokens_run += prefix_len
             prefix_cache = _cache_tensors(cache)
             prefix_hidden = hidden[0, keep_from:prefix_len]
-
-        rows = self._plan_rows(encoded, prefix_len)
+        max_row = max(self.batch_tokens // 2, 1)
+        rows: list[packing.Row] = []
+        for group, rep in zip(groups, reps):
+            chain = rep[prefix_len:]
+            rests = [encoded[i].ids[len(rep):] for i in group]
+            rows.extend(packing.group_rows(chain, rests, group, max_row))
         order = sorted(range(len(rows)), key=lambda r: rows[r].length)
-        results: list[ScoreResult | None] = [None] * len(encoded)
-        pad = self._tokenizer.pad_token_id if self._tokenizer.pad_token_id is not None else 0
         # The prefix KV cache is copied into every row of a batch; with a long prefix that
         # copy, not the rows, dominates memory, so long prefixes get fewer rows per batch.
         max_rows = max(1, min(self.batch_size, (8 * self.batch_tokens) // max(prefix_len, 1)))
+        n_kept = 0 if prefix_hidden is None else prefix_hidden.shape[0]
+        owners, logprobs, greedy = [], [], []
         i = 0
         while i < len(order):
             batch = [rows[order[i]]]
@@ -513,45 +559,31 @@ class TransformersModel(TokenizedBackend, LanguageModel):
                 batch.append(rows[order[i]])
                 i += 1
             width = max(row.length for row in batch)
-            ids = torch.full((len(batch), width), pad, dtype=torch.long)
-            for r, row in enumerate(batch):
-                tokens = row.shared + [t for _, own in row.members for t in own]
-                ids[r, : len(tokens)] = torch.tensor(tokens)
-                self.tokens_run += len(tokens)
-                self.tokens_padded += width - len(tokens)
-            mask, positions = self._row_mask_and_positions(batch, prefix_len, width)
+            ids, positions, allowed = packing.batch_mask(batch, prefix_len, width)
+            used = sum(row.length for row in batch)
+            self.tokens_run += used
+            self.tokens_padded += len(batch) * width - used
+            ids_t, pos_t, allowed_t = self._tensors(ids, positions, allowed)
+            mask = torch.zeros(allowed_t.shape, dtype=self.dtype, device=self.device)
+            mask.masked_fill_(~allowed_t, torch.finfo(self.dtype).min)
             cache = _make_cache(prefix_cache, len(batch)) if prefix_cache is not None else None
-            hidden, _ = self._hidden(
-                ids.to(self.device), mask.to(self.device), positions.to(self.device), cache=cache, use_cache=cache is not None
-            )
-            # Rows of `pool`: the kept prefix positions, then every row position of this batch.
-            n_kept = 0 if prefix_hidden is None else prefix_hidden.shape[0]
+            hidden, _ = self._hidden(ids_t, mask[:, None], pos_t, cache=cache, use_cache=cache is not None)
             flat = hidden.reshape(-1, hidden.shape[-1])
             pool = flat if n_kept == 0 else torch.cat([prefix_hidden, flat])
-            picked, targets, owners = [], [], []
+            entries_pos, entries_tgt = [], []
             for r, row in enumerate(batch):
-                offset = len(row.shared)
-                for index, own in row.members:
-                    enc = encoded[index]
-                    shared_end = len(enc.ids) - len(own)  # == prefix_len + len(row.shared)
-                    for p in range(enc.boundary - 1, len(enc.ids) - 1):
-                        if p < prefix_len:
-                            picked.append(p - keep_from)
-                        elif p < shared_end:
-                            picked.append(n_kept + r * width + p - prefix_len)
-                        else:
-                            picked.append(n_kept + r * width + offset + p - shared_end)
-                        targets.append(enc.ids[p + 1])
-                        owners.append(index)
-                    offset += len(own)
-            self._assign(
-                results,
-                owners,
-                *self._gather_results(
-                    pool[torch.tensor(picked, device=self.device)], torch.tensor(targets, device=self.device)
-                ),
-            )
-        return results  # type: ignore[return-value]
+                who = row.members
+                lengths = np.array([len(encoded[m].ids) for m in who])
+                boundaries = np.array([encoded[m].boundary for m in who])
+                member, p, node, target = row.scored(boundaries, lengths, prefix_ids)
+                q_prefix = p - 1 < prefix_len
+                entries_pos.append(np.where(q_prefix, p - 1 - keep_from, n_kept + r * width + node))
+                entries_tgt.append(target)
+                owners.append(who[member])
+            lp, gr = self._score_entries(pool, np.concatenate(entries_pos), np.concatenate(entries_tgt))
+            logprobs.append(lp)
+            greedy.append(gr)
+        self._results(len(encoded), owners, logprobs, greedy, into=results)
 
     # ------------------------------------------------------------------ generation
     def generate(self, requests: Sequence[GenerateRequest]) -> list[str]:

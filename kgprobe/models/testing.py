@@ -35,6 +35,8 @@ def tiny_model(
     max_position_embeddings: int = 256,
     add_bos: bool = False,
     sliding_window: int | None = None,
+    hidden_size: int = 32,
+    intermediate_size: int = 64,
     **kwargs,
 ):
     """A :class:`~kgprobe.models.hf_backend.TransformersModel` around a random 2-layer Llama.
@@ -53,8 +55,8 @@ def tiny_model(
     tokenizer = default_tokenizer()
     common = dict(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
@@ -66,6 +68,8 @@ def tiny_model(
     )
     if sliding_window is None:
         config, model_class, arch = transformers.LlamaConfig(**common), transformers.LlamaForCausalLM, "llama"
+        if hidden_size != 32:
+            arch = f"llama-width{hidden_size}"
     else:
         config = transformers.Gemma3TextConfig(
             **common,
@@ -83,3 +87,11 @@ def tiny_model(
     return TransformersModel.from_components(
         model, tokenizer, label=f"tiny-random-{arch}-seed{seed}", add_bos=add_bos, **kwargs
     )
+
+
+def tiny_random_model(**kwargs):
+    """The ``tiny-random`` model spec: a random 2-layer Llama of width 64 (4 heads, 2 KV
+    heads, MLP 256) with the default tokenizer and a 4,096-token window, seed 0. Its
+    cost per token is tiny next to a real model's, so it measures kgprobe's own work."""
+    kwargs.setdefault("max_position_embeddings", 4096)
+    return tiny_model(hidden_size=64, intermediate_size=256, **kwargs)

@@ -60,6 +60,7 @@ from kgprobe.models.base import (
     ScoreResult,
     check_generate_request,
 )
+from kgprobe.models.packing import trie_size
 from kgprobe.models.tokens import (
     Encoded,
     TokenizedBackend,
@@ -186,7 +187,7 @@ class VLLMModel(TokenizedBackend, LanguageModel):
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         """Log-probabilities of each continuation (see the module notes on prefix caching)."""
-        encoded = [self._encode_checked(i, r) for i, r in enumerate(requests)]
+        encoded = self._encode_all(requests)
         if not encoded:
             return []
         if self.prefix_scoring == "plain":
@@ -340,7 +341,7 @@ def _on_cpu() -> bool:
 def bench_vllm_scoring(facts: Sequence[dict], *, plain_facts: int = 1, model: str = "default") -> dict:
     """The vLLM part of ``kgprobe bench scoring``.
 
-    ``facts``: ZP-LKE items as built by ``kgprobe.bench.scoring.build_facts``, each a dict
+    ``facts``: ZP-LKE items (as ``kgprobe bench scoring`` builds them), each a dict
     with ``context`` (shared example prefix + subject) and ``options`` (continuations).
     All facts are scored with prefix caching (``cached``); vLLM's default path, which
     recomputes the prefix for every option (``plain``), is timed on the first
@@ -348,8 +349,6 @@ def bench_vllm_scoring(facts: Sequence[dict], *, plain_facts: int = 1, model: st
     Token counts are the engine's own counters (prompt tokens minus prefix-cache hits),
     warm-up calls included.
     """
-    from kgprobe.bench.scoring import trie_size
-
     requests = [ScoreRequest(f["context"], o) for f in facts for o in f["options"]]
     per_fact = len(facts[0]["options"]) if facts else 0
     with VLLMModel(model) as llm:

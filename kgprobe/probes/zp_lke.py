@@ -79,19 +79,24 @@ class _ZeroPromptContext:
         self.example_seed = example_seed
         self.warn = WarnOnce()
         self._fixed_orders: dict[str, np.ndarray] = {}
+        self._named_edges: dict[tuple[int, str], tuple[KnowledgeGraph, np.ndarray]] = {}
 
     def _pool(self, kg: KnowledgeGraph, edge: int) -> np.ndarray:
         """Edges of the same predicate usable as examples for ``edge``."""
         t = kg.triple(edge)
-        edges = kg.edges_of_predicate(t.predicate)
-        s_idx = kg.subjects[edge]
-        keep = kg.subjects[edges] != s_idx  # excludes the probed fact and its (s, p) siblings
-        out = []
-        for j in edges[keep]:
-            tj = kg.triple(int(j))
-            if display_name(kg.entity(tj.subject)) and display_name(kg.entity(tj.object)):
-                out.append(int(j))
-        return np.asarray(out, dtype=np.int64)
+        key = (id(kg), t.predicate)
+        named = self._named_edges.get(key)
+        if named is None or named[0] is not kg:
+            edges = kg.edges_of_predicate(t.predicate)
+            usable = [
+                int(j) for j in edges
+                if display_name(kg.entity(kg.triple(int(j)).subject)) and display_name(kg.entity(kg.triple(int(j)).object))
+            ]
+            # Once per predicate: every probed edge of the predicate filters this array.
+            named = self._named_edges[key] = (kg, np.asarray(usable, dtype=np.int64))
+        edges = named[1]
+        keep = kg.subjects[edges] != kg.subjects[edge]  # excludes the probed fact and its (s, p) siblings
+        return edges[keep]
 
     def examples(self, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> list[int]:
         pool = self._pool(kg, edge)
