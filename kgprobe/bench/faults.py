@@ -352,7 +352,8 @@ def kill_case(i: int, window: bool) -> tuple[str, CaseFn]:
         out = b.root / f"kill-{i}-{int(window)}"
         rng = random.Random(b.seed + i + 100 * window)
         target = rng.randrange(1, ROUNDS + 1)
-        env = {"KGPROBE_TEST_PAUSE_BEFORE_COMMIT": f"30@{target}"} if window else {}
+        # The hook announces every round ("0": no pause) or pauses in the target round's window.
+        env = {"KGPROBE_TEST_PAUSE_BEFORE_COMMIT": f"30@{target}" if window else "0"}
         args = [sys.executable, "-m", "kgprobe.cli", "run", "--model", b.model_spec("slow40"), *RUN_ARGS,
                 "--out", str(out), "--no-report", "--quiet"]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=b.root,
@@ -363,10 +364,12 @@ def kill_case(i: int, window: bool) -> tuple[str, CaseFn]:
                 if f"round {target} answered" in line:
                     break
         else:
-            # Startup (imports) takes most of a run; kill somewhere in the probing part.
-            while _run_file(out) is None and proc.poll() is None and time.perf_counter() - t0 < 120:
-                time.sleep(0.05)
-            time.sleep(rng.uniform(0, 6))
+            # Startup (imports) takes most of a run: kill at a random moment of a random
+            # round (after its responses arrived, up to about a round's length later).
+            for line in proc.stderr:
+                if f"round {target} answered" in line:
+                    break
+            time.sleep(rng.uniform(0, 1.0))
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
         path = _run_file(out)
