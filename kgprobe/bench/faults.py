@@ -452,28 +452,29 @@ def disk_full_case(kind: str) -> tuple[str, CaseFn]:
         out.mkdir(exist_ok=True)
         mounted = False
         if kind == "tmpfs":
-            size = max(64, b.reference.stat().st_size * 6 // 10 // 1024)
+            size = max(64, b.reference.stat().st_size * 85 // 100 // 1024)
             mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}k", "tmpfs", str(out)],
                                      capture_output=True).returncode == 0
             if not mounted:
                 return Outcome(f"disk-full:{kind}", True, detail="skipped: cannot mount a tmpfs here")
             res = b.run(out, "ok", timeout=240)
         else:
-            res = b.run(out, "ok", fsize=b.reference.stat().st_size * 6 // 10, timeout=240)
+            share = 85 if kind == "rlimit" else 97
+            res = b.run(out, "ok", fsize=b.reference.stat().st_size * share // 100, timeout=240)
         try:
             path = _run_file(out)
             ok = clean_error(res, (5,)) and "run: " not in res.stdout
             detail = f"rc={res.rc} {res.stderr.strip()[-160:]}"
             if ok and path is not None:
                 moved = b.root / f"full-{kind}.kgrun"
-                for suffix in ("", "-wal", "-shm"):
+                for suffix in ("", "-wal"):  # not -shm: an index of the old file's WAL, rebuilt on open
                     if Path(str(path) + suffix).exists():
                         shutil.copy(str(path) + suffix, str(moved) + suffix)
                 resumed = b.cli("resume", str(moved), "--model", b.model_spec("ok"), "--no-report", "--quiet",
                                 timeout=240)
                 _, data = b.report(moved)
                 ok = resumed.rc == 0 and b.same_as_reference(data)
-                detail += f"; resumed elsewhere rc={resumed.rc}"
+                detail += f"; resumed elsewhere rc={resumed.rc} {resumed.stderr.strip()[-300:]}"
             return Outcome(f"disk-full:{kind}", ok, failed=res.crashed, detail=detail, seconds=res.seconds)
         finally:
             if mounted:
@@ -571,7 +572,7 @@ def all_cases(kills: int = 10) -> list[tuple[str, CaseFn]]:
     cases += [flip_case(i, "flip") for i in range(16)] + [flip_case(i, "truncate") for i in range(4)]
     cases += [wal_flip_case(i) for i in range(3)] + [cache_flip_case(i) for i in range(3)]
     cases += [kill_case(i, window=False) for i in range(kills)] + [kill_case(i, window=True) for i in range(3)]
-    cases += [disk_full_case("rlimit"), disk_full_case("tmpfs")]
+    cases += [disk_full_case("rlimit"), disk_full_case("rlimit-late"), disk_full_case("tmpfs")]
     cases += [deleted_file_case("delete"), deleted_file_case("replace")]
     cases += [config_case("seed-string", 'seed = "x"\n', "'seed' must be an integer"),
               config_case("tolerance-string", 'convergence_tolerance = "a"\n', "'convergence_tolerance' must be a number"),
