@@ -600,7 +600,7 @@ def setup(b: Bench) -> None:
         raise RuntimeError(f"the reference report failed: {res.stderr[-500:]}")
 
 
-def run_bench(kills: int = 10, only: str | None = None, root: Path | None = None, quiet: bool = False) -> dict:
+def run_bench(kills: int = 6, only: str | None = None, root: Path | None = None, quiet: bool = False) -> dict:
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="kgprobe-faults-", dir=root))
     b = Bench(tmp)
@@ -642,7 +642,8 @@ def run_bench(kills: int = 10, only: str | None = None, root: Path | None = None
 def register(subparsers) -> None:
     p = subparsers.add_parser("faults", help="fault-injection cases against the real CLI (JSON last line)",
                               description=__doc__)
-    p.add_argument("--kills", type=int, default=10, help="kill -9 cases at random moments (default 10)")
+    p.add_argument("--kills", type=int, default=6, help="kill -9 cases at random moments (default 6; 3 more in the "
+                   "replay window)")
     p.add_argument("--only", help="run only the cases whose name contains this text")
     p.set_defaults(func=handle)
 
