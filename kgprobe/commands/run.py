@@ -229,7 +229,8 @@ def handle(args: argparse.Namespace) -> int:
     prepare_process_for_models()
     settings = settings_from_args(args)
     # Types, ranges and unknown keys, before anything is built or a run file created.
-    check_settings(settings, "the command line", known=DEFAULTS)
+    # Options argparse defined are known by definition (another feature's new flag too).
+    check_settings(settings, "the command line", known=[*DEFAULTS, *vars(args)])
     settings["model_options"] = with_round_timeout(settings["model_options"], settings.pop("round_timeout"))
     kg = resolve_kg_setting(settings)
     config = EngineConfig(
