@@ -476,7 +476,13 @@ class RunStore:
                 store._put_check("kg", store._kg_digest())
         except sqlite3.Error as exc:
             store.close()
-            raise StoreError(f"cannot write the run store {path}: {exc}") from None
+            if path != ":memory:":  # ours (O_EXCL) and holding nothing: leave no unusable file behind
+                for suffix in ("", "-wal", "-shm"):
+                    try:
+                        os.unlink(path + suffix)
+                    except OSError:
+                        pass
+            raise StoreError(f"cannot create the run store {path}: {exc}") from None
         store._kg = kg
         return store
 
@@ -1157,6 +1163,9 @@ class _Transaction:
 def _write_error(path: str, exc: sqlite3.Error) -> Exception:
     """A clear error for a failed write: damaged file (exit 2), else store error (exit 5)."""
     text = str(exc)
+    if path != ":memory:" and not os.path.exists(path):
+        return StoreError(f"run file {path} was deleted while the run was writing it (SQLite: {text}); "
+                          "the results of this run are lost. Keep the run file in place until the run ends")
     if "malformed" in text or "not a database" in text:
         return DamagedFileError(f"run file {path} is damaged: SQLite says {text}; `kgprobe verify {path}` "
                                 "lists the damage", [text])

@@ -188,7 +188,8 @@ def load_model_setting(spec: str, cache: str | None, options: dict | None = None
     """The model of a run; ``device`` (``--device``) places local backends."""
     from kgprobe.api import resolve_model
 
-    _quiet_model_loading()
+    if not str(spec).startswith("openai:"):  # an HTTP backend loads no weights: skip importing transformers
+        _quiet_model_loading()
     model, _ = resolve_model(spec, {**(options or {}), **({"device": device} if device else {})})
     if cache:
         from kgprobe.models.cache import CachedModel
