@@ -49,7 +49,10 @@ def test_api_and_cli_resolve_to_the_same_protocol(countries, sim_model):
     assert {k: cfg.probe_options[k] for k in ("num_examples", "num_distractors", "fixed_examples",
                                               "example_seed")} == \
         {"num_examples": 20, "num_distractors": 19, "fixed_examples": False, "example_seed": 0}
-    assert cfg.sampler_options == {"audit_fraction": 0.125, "direct_limit": 200000}
+    from kgprobe.sampling.thompson import ThompsonSampler
+    from kgprobe.settings import RUN_DEFAULTS
+
+    assert cfg.sampler_options == {**_class_defaults(ThompsonSampler), "audit_fraction": RUN_DEFAULTS["audit_fraction"]}
     # The protocols built from the two (same model, same KG) differ in nothing but the date.
     a = build_protocol(engine_config(cli), countries, sim_model, "default", date="d")
     b = build_protocol(engine_config(api), countries, sim_model, "default", date="d")
