@@ -12,6 +12,7 @@ import argparse
 import warnings
 
 import kgprobe
+from kgprobe.ranking import weakest_first
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--budget", type=int, default=128, help="model queries to spend")
@@ -37,9 +38,10 @@ print(f"over probed edges: win {m.win_rate:.1%}, zero-sense {m.zero_sense_rate:.
 est = run.accuracy_estimate()
 print(f"KG-level accuracy (unbiased): {est.estimate:.1%}, 95% CI [{est.low:.1%}, {est.high:.1%}] from {est.n} probes")
 
+print(f"model: {run.protocol['model']['label']}")  # what exactly was measured: run.protocol
 print("weakest predicates:")
-for name, pm in sorted(run.by_predicate.items(), key=lambda kv: -kv[1].zero_sense_rate)[:3]:
-    print(f"  {name}: zero-sense {pm.zero_sense_rate:.0%} of {pm.probed_edges} edges")
+for name, pm in weakest_first(run.by_predicate.items())[:3]:  # the report's ranking
+    print(f"  {name}: win {pm.win_rate:.0%}, zero-sense {pm.zero_sense_rate:.0%} of {pm.probed_edges} edges")
 print("weakest facts:")
 for edge in run.weakest(3):
     print(f"  {edge}")

@@ -19,10 +19,18 @@ from kgprobe.settings import engine_config
 FAST = dict(method="zp-lke", batch_size=16, budget=32, seed=5, progress=False, report=False,
             probe_options={"num_examples": 5, "num_distractors": 4})
 
+def _class_defaults(cls) -> dict:
+    import inspect
+
+    return {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()
+            if k != "self" and p.default is not inspect.Parameter.empty}
+
+
 #: The full ZP-LKE options a run records when none is given: the project's 20 x 19 over
-#: the probe class's other defaults.
-ZP_LKE_DEFAULTS = {"num_examples": 20, "num_distractors": 19, "subject_object_sep": " ", "pair_sep": ", ",
-                   "fixed_examples": False, "example_seed": 0}
+#: every other default of the probe class (separators, fixed examples, example seed).
+from kgprobe.probes.zp_lke import ZeroPromptProbe  # noqa: E402
+
+ZP_LKE_DEFAULTS = {**_class_defaults(ZeroPromptProbe), "num_examples": 20, "num_distractors": 19}
 
 
 def cli_settings(*argv):
@@ -41,7 +49,10 @@ def test_api_and_cli_resolve_to_the_same_protocol(countries, sim_model):
     assert {k: cfg.probe_options[k] for k in ("num_examples", "num_distractors", "fixed_examples",
                                               "example_seed")} == \
         {"num_examples": 20, "num_distractors": 19, "fixed_examples": False, "example_seed": 0}
-    assert cfg.sampler_options == {"audit_fraction": 1.0, "direct_limit": 200000}
+    from kgprobe.sampling.thompson import ThompsonSampler
+    from kgprobe.settings import RUN_DEFAULTS
+
+    assert cfg.sampler_options == {**_class_defaults(ThompsonSampler), "audit_fraction": RUN_DEFAULTS["audit_fraction"]}
     # The protocols built from the two (same model, same KG) differ in nothing but the date.
     a = build_protocol(engine_config(cli), countries, sim_model, "default", date="d")
     b = build_protocol(engine_config(api), countries, sim_model, "default", date="d")
