@@ -114,6 +114,8 @@ class ProbeTable:
     group_sizes: dict[str, dict[str, int]]
     edge: np.ndarray | None = None
     """Edge index of each probe (pairs the design probes of two runs in a comparison)."""
+    final_mean: float | None = None
+    """Mean prediction over the active edges after the last round (a model-based number, studies only)."""
 
 
 def _z_scores(y, yhat, pi, rnd, in_group, m_per_round, mean_pred, n_group) -> np.ndarray:

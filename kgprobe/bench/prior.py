@@ -13,7 +13,9 @@ held-out sweep's truth (1 − mean θ over its edges), pooled over held-out mode
 * ``within_3pt`` — share of runs within 3 points of the truth;
 * ``coverage`` — share of runs whose 95 % interval holds the truth;
 
-next to the same replays without a prior (``no_prior``: same seeds), per held-out model,
+next to the same replays without a prior (``no_prior``: same seeds), per held-out model
+(with ``model_mean_with_prior``: the prior-based predictions' own mean after the run, a
+model-based number without an interval, as tinyBenchmarks reports),
 and the Bernoulli floor: with exact predictions a design-unbiased estimate from ``M``
 design probes still has variance ``mean θ(1 − θ) / M``, so ``within_3pt`` cannot
 reliably reach 0.9 unless ``1.645 · sqrt(mean θ(1 − θ) / M) ≤ 0.03``
@@ -92,6 +94,7 @@ def handle(args) -> int:
             "abs_error": hd["abs_error"], "within_3pt": hd["within_3pt"], "coverage": hd["coverage"],
             "ci_halfwidth": hd["ci_halfwidth"],
             "no_prior": {k: nd[k] for k in ("abs_error", "within_3pt", "coverage", "ci_halfwidth")},
+            "model_mean_with_prior": with_prior["model-mean"],
             "bernoulli_variance": with_prior["bernoulli_variance"],
             "floor_within_3pt": round(_floor_within(with_prior["bernoulli_variance"], m), 3),
         }
