@@ -14,7 +14,7 @@ import sys
 from kgprobe.errors import KgprobeError
 
 #: Subcommand modules, in the order ``kgprobe --help`` lists them.
-COMMANDS = ("run", "resume", "report", "compare", "build", "models", "simulate", "bench")
+COMMANDS = ("run", "resume", "report", "compare", "build", "models", "simulate", "bench", "sweep")
 
 EXIT_CODES = """exit codes:
   0  success
