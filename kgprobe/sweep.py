@@ -246,9 +246,9 @@ def sweep_from_store(store, *, passes: int, edges: np.ndarray, kg, seed: int, ma
                        for j in edges], dtype=str).reshape(-1, 3)
     return Sweep(
         kg=kg.name, kg_hash=kg_fingerprint(kg), method=config["method"], probe_options=config["probe_options"],
-        model=store.model_identity, passes=k, seed=seed, edges=edges, correct=correct,
+        model=store.model_name, passes=k, seed=seed, edges=edges, correct=correct,
         gold_logprob=gold if scoring else None, best_wrong_logprob=wrong if scoring else None,
-        made_by=made_by, keys=keys, info=dict(info or {}),
+        made_by=made_by, keys=keys, info={"model_identity": store.model_identity, **dict(info or {})},
     )
 
 

@@ -65,6 +65,9 @@ def register(subparsers) -> None:
                    help="draw the edges from this recorded sweep's edges (a name or a .npz path)")
     p.add_argument("--export", metavar="PATH", help="where to write the sweep file (default: the run file's name "
                    "with .npz)")
+    p.add_argument("--export-now", action="store_true",
+                   help="probe nothing: export the passes completed so far (fewer than --passes when the sweep is "
+                   "unfinished; the file says so) — works while the sweep runs in another process")
     # The model, backend and probe options are run's own definitions (so backend options
     # such as a device choice added to `run` apply here too).
     for action in _run_actions():
@@ -135,7 +138,7 @@ def handle(args: argparse.Namespace) -> int:
     )
     from kgprobe.engine import EngineConfig
     from kgprobe.store import RunStore, kg_fingerprint
-    from kgprobe.sweep import load_sweep, save_sweep, stratified_edges, sweep_from_store
+    from kgprobe.sweep import load_sweep, stratified_edges
 
     prepare_process_for_models()
     _short_warnings()
@@ -173,6 +176,8 @@ def handle(args: argparse.Namespace) -> int:
     _check_out_dir(out)
     path = _run_path(out, kg.name, identity, edges.size, n is None and not settings.get("edges_from"))
     made_by = _command_line(settings, n)
+    if settings.get("export_now"):
+        return _export(path, settings, edges, kg, made_by, passes=None)
     model = load_model_setting(settings["model"], settings["cache"], settings["model_options"])
     check_model(config, model)
     if path.exists():
@@ -206,14 +211,32 @@ def handle(args: argparse.Namespace) -> int:
             print(f"kgprobe: the sweep stopped early ({ro.stop_reason}); continue it with the same command",
                   file=sys.stderr)
             return 1
+    return _export(path, settings, edges, kg, made_by, passes=passes)
+
+
+def _export(path: Path, settings: dict, edges, kg, made_by: str, *, passes: int | None) -> int:
+    """Write the sweep file of the run at ``path``: ``passes`` passes, or every completed one."""
+    from kgprobe.store import RunStore
+    from kgprobe.sweep import completed_passes, save_sweep, sweep_from_store
+
+    if not path.exists():
+        raise InputError(f"no sweep recorded yet at {path}; run the same command without --export-now first")
+    with RunStore.open(path) as ro:
+        done = completed_passes(ro, edges)
+        if passes is None:
+            passes = done
+        if passes < 1:
+            raise InputError(f"the sweep in {path} has not completed a single pass yet; nothing to export")
         recorded_by = ro.meta("sweep_made_by") or made_by
         rounds = ro.history()
         seconds = float(sum(r["elapsed"] for r in rounds))
+        info = {"run_file": path.name, "rounds": len(rounds), "probe_seconds": round(seconds, 1),
+                "batch_size": ro.config["batch_size"], "recorded": ro.meta("created"),
+                "target_passes": settings["passes"], "completed_passes": done}
         sweep = sweep_from_store(ro, passes=passes, edges=edges, kg=kg, seed=settings["seed"], made_by=recorded_by,
-                                 info={"run_file": path.name, "rounds": len(rounds),
-                                       "probe_seconds": round(seconds, 1), "batch_size": config.batch_size,
-                                       "recorded": ro.meta("created")})
+                                 info=info)
     target = Path(settings.get("export") or path.with_suffix(".npz"))
     save_sweep(sweep, target)
-    print(f"sweep: {target} ({sweep.describe()})")
+    note = "" if passes >= settings["passes"] else f" — {passes} of the {settings['passes']} passes asked for"
+    print(f"sweep: {target} ({sweep.describe()}){note}")
     return 0

@@ -77,3 +77,58 @@ class ReplayOracle:
     def used(self) -> np.ndarray:
         """(E,) answers handed out so far per sweep edge."""
         return self._used.copy()
+
+
+#: Size of the embedded ``countries`` KG's active set: the graph KGLens-style top-k
+#: (200, 600) and batch (64) are defined for; a sweep of E edges scales them by E / 3,246.
+REFERENCE_EDGES = 3246
+
+
+def scaled(value: float, num_edges: int) -> int:
+    """``value × E / 3,246`` rounded, at least 1: top-k and batch of a sampled sweep."""
+    return max(1, int(round(value * num_edges / REFERENCE_EDGES)))
+
+
+def replay_truth(kg, sweep):
+    """(sweep mapped onto ``kg``'s edge indices, active mask, θ truth per KG edge).
+
+    Only the sweep's edges are active; every other edge stays as dead structure (it is
+    still there for propagation and for pooling over entities).
+    """
+    import dataclasses
+
+    edges = sweep.edges_in(kg)
+    order = np.argsort(edges, kind="stable")
+    if not np.array_equal(edges[order], sweep.edges) or np.any(order != np.arange(order.size)):
+        sweep = dataclasses.replace(
+            sweep, edges=edges[order], correct=sweep.correct[order],
+            gold_logprob=None if sweep.gold_logprob is None else sweep.gold_logprob[order],
+            best_wrong_logprob=None if sweep.best_wrong_logprob is None else sweep.best_wrong_logprob[order],
+            keys=None if sweep.keys is None else sweep.keys[order])
+    active = np.zeros(kg.num_edges, dtype=bool)
+    active[sweep.edges] = True
+    theta = np.zeros(kg.num_edges)
+    theta[sweep.edges] = sweep.theta()
+    return sweep, active, theta
+
+
+def run_replay_study(kg, sweep, *, specs=None, seeds=range(5), epochs: float = 5.0, batch: int | None = None,
+                     top_k=None):
+    """The KGLens study (:func:`kgprobe.simulation.study.run_study`) on a replayed sweep.
+
+    Truth θ_j = share of wrong answers over the sweep's K passes; answers come from a
+    :class:`ReplayOracle` per (configuration, seed) with seed = the study seed, so every
+    configuration sees the same replay order. Defaults scale with the sweep's E edges:
+    batch ``64·E/3,246`` and top-k ``(200·E/3,246, 600·E/3,246)``.
+    """
+    from kgprobe.kg.parameterized import ParameterizedKG
+    from kgprobe.simulation.study import DEFAULT_SPECS, run_study
+
+    sweep, active, theta = replay_truth(kg, sweep)
+    e = sweep.num_edges
+    batch = scaled(64, e) if batch is None else batch
+    top_k = (scaled(200, e), scaled(600, e)) if top_k is None else tuple(top_k)
+    pkg = ParameterizedKG.from_kg(kg)
+    return run_study(pkg.heads, pkg.tails, active, theta, predicates=kg.predicate_of,
+                     specs=DEFAULT_SPECS if specs is None else specs, batch=batch, epochs=epochs,
+                     seeds=seeds, top_k=top_k, oracle=lambda seed: ReplayOracle(sweep, seed))
