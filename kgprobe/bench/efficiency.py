@@ -12,6 +12,19 @@ reports 0.65 for Thompson sampling with propagation; ``inf`` means "not reached 
 is repeated with uncorrelated θ* (``uncorrelated_ratios``) to show what propagation
 costs when errors do not cluster.
 
+Real answers (``--truth SWEEP``): the same study on a recorded sweep replayed
+(:mod:`kgprobe.simulation.replay`): truth θ_j = the share of wrong answers over the
+sweep's K passes, each probe answered by one of the edge's recorded answers (without
+replacement, then with replacement — counted in ``replacement_draws``). Only the sweep's
+E edges are active (the rest of the KG stays as structure); top-k and batch scale with
+E (k = round(600·E/3,246), batch round(64·E/3,246)), so a sampled sweep is judged like
+a full one. ``default`` is the committed default-model sweep; any sweep file works. The
+sweep must be of ``--graph`` and ``--method`` (exit 2 otherwise).
+
+Patterns not tuned on (plain mode, ``pattern_ratios``): graph-clustered weak regions,
+independent U-shaped errors and errors set by predicate alone
+(:mod:`kgprobe.simulation.patterns`), for the samplers the bars are about.
+
 Coverage: 50 seeded runs of the ``focus`` sampler (10 % audit draws) for one brute-force
 epoch of queries each; the share of runs whose 95 % interval for the KG accuracy
 (:func:`kgprobe.metrics.kg_accuracy_estimate`) contains the true ``1 − mean θ*``.
@@ -34,7 +47,20 @@ def register(subparsers) -> None:
     parser.add_argument("--coverage-runs", type=int, default=50)
     parser.add_argument("--epochs", type=float, default=5.0, help="query budget per configuration, in epochs")
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--truth", metavar="SWEEP",
+                        help="judge the samplers on a recorded sweep's real answers: 'default' (the committed "
+                        "default-model sweep), another committed name, or a sweep file")
+    parser.add_argument("--method", default="zp-lke", help="the probe method the --truth sweep must use "
+                        "(default zp-lke)")
+    parser.add_argument("--no-patterns", dest="patterns", action="store_false",
+                        help="skip the study on the error patterns the samplers were not tuned on")
     parser.set_defaults(func=handle)
+
+
+#: The samplers every study reports on (labels of DEFAULT_SPECS); the bars concern
+#: ``thompson`` and the best of them.
+BAR_LABELS = ("brute-force", "kglens-thompson", "kglens-thompson+prop", "thompson", "pooled-thompson", "focus",
+              "focus (no propagation)")
 
 
 def _study(kg, specs, seeds, correlation, args):
@@ -56,8 +82,111 @@ def _finite(x: float):
     return round(x, 4) if math.isfinite(x) else None
 
 
+def _best(ratios: dict) -> str:
+    candidates = {lab: r for lab, r in ratios.items() if lab != "brute-force"}
+    return min(candidates, key=candidates.get)
+
+
+def check_truth(sweep, graph: str, method: str) -> None:
+    """The sweep must be of the study's KG and probe method; InputError (exit 2) otherwise."""
+    from kgprobe.errors import InputError
+
+    if sweep.kg != graph:
+        raise InputError(f"--truth: the sweep was recorded on the KG {sweep.kg!r}, but this study runs on "
+                         f"{graph!r}; pass --graph {sweep.kg} or a sweep of {graph!r}")
+    if sweep.method != method:
+        raise InputError(f"--truth: the sweep was recorded with the method {sweep.method!r}, but this study is "
+                         f"about {method!r}; pass --method {sweep.method} or a sweep recorded with {method!r}")
+
+
+def handle_truth(args) -> int:
+    """The KGLens study on a replayed real sweep (module docstring)."""
+    from kgprobe.errors import InputError
+    from kgprobe.simulation.replay import run_replay_study, scaled
+    from kgprobe.sources.embedded import load_embedded_kg
+    from kgprobe.sweep import load_sweep
+
+    t0 = time.perf_counter()
+    sweep = load_sweep(args.truth)
+    check_truth(sweep, args.graph, args.method)
+    kg = load_embedded_kg(args.graph)
+    e = sweep.num_edges
+    k600, k200 = scaled(600, e), scaled(200, e)
+    batch = scaled(args.batch, e)
+    if e < 2:
+        raise InputError(f"--truth: the sweep has {e} edge(s); a study needs at least 2")
+    result = run_replay_study(kg, sweep, seeds=range(args.seeds), epochs=args.epochs, batch=batch,
+                              top_k=sorted({k200, k600}))
+    ratios = result.ratios(epochs=4.5, k=k600)
+    ratios200 = result.ratios(epochs=4.5, k=k200)
+    best = _best(ratios)
+    theta = sweep.theta()
+    print(f"truth: {sweep.describe()}")
+    print(f"replay study: {e} active edges, batch {batch}, top-k {k600} (and {k200}), {args.seeds} replay seeds, "
+          f"{args.epochs} epochs")
+    for lab in ratios:
+        print(f"  {lab:24s} ratio top-{k600} {ratios[lab]:.3f}   top-{k200} {ratios200[lab]:.3f}   "
+              f"draws past K {result.replacement_draws.get(lab, 0)}")
+    total_draws = int(result.queries[-1]) * len(result.seeds) * len(result.mse)
+    replacement = int(sum(result.replacement_draws.values()))
+    out = {
+        "bench": "efficiency",
+        "truth": str(args.truth),
+        "graph": sweep.kg,
+        "method": sweep.method,
+        "model": sweep.model,
+        "passes": sweep.passes,
+        "edges": e,
+        "accuracy": round(sweep.accuracy(), 4),
+        "always_right": round(float((theta == 0).mean()), 4),
+        "always_wrong": round(float((theta == 1).mean()), 4),
+        "k": k600,
+        "k200": k200,
+        "batch": batch,
+        "seeds": args.seeds,
+        "epochs_run": args.epochs,
+        "reference": f"brute-force top-{k600} MSE at 4.5 epochs",
+        "ratio_best": _finite(ratios[best]),
+        "best_sampler": best,
+        "ratios": {lab: _finite(r) for lab, r in ratios.items()},
+        "ratios_top200": {lab: _finite(r) for lab, r in ratios200.items()},
+        "replacement_draws": replacement,
+        "replacement_share": round(replacement / total_draws, 4) if total_draws else 0.0,
+        "replacement_draws_by_sampler": dict(result.replacement_draws),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    print(json.dumps(out))
+    return 0
+
+
+def _pattern_ratios(kg, pkg, seeds, args) -> dict:
+    """Ratios (top-600) of the bar samplers on each error pattern the samplers were not tuned on."""
+    from kgprobe.simulation.patterns import PATTERNS, pattern_theta
+    from kgprobe.simulation.study import DEFAULT_SPECS, combine_results, run_study
+
+    specs = [s for s in DEFAULT_SPECS if s.label in ("brute-force", "thompson", "focus", "pooled-thompson",
+                                                     "kglens-thompson+prop")]
+    out = {}
+    for pattern in PATTERNS:
+        parts = []
+        for seed in seeds:
+            theta = pattern_theta(pattern, pkg.heads, pkg.tails, kg.predicate_of, kg.active, seed=seed)
+            parts.append(run_study(pkg.heads, pkg.tails, kg.active, theta, predicates=kg.predicate_of, specs=specs,
+                                   batch=args.batch, epochs=args.epochs, seeds=[seed]))
+        ratios = combine_results(parts).ratios(epochs=4.5, k=600)
+        for lab, r in ratios.items():
+            print(f"  pattern {pattern:10s}: {lab:22s} ratio top-600 {r:.3f}")
+        out[pattern] = {lab: _finite(r) for lab, r in ratios.items()}
+    return out
+
+
 def handle(args) -> int:
     from kgprobe.errors import InputError
+
+    if args.truth:
+        if args.seeds < 1 or args.epochs < 4.5:
+            raise InputError("--seeds must be >= 1 and --epochs >= 4.5 (the reference is brute force at 4.5 epochs)")
+        return handle_truth(args)
     from kgprobe.simulation.study import DEFAULT_SPECS, SamplerSpec, estimator_coverage
     from kgprobe.simulation.theta import theta_for_kg
     from kgprobe.sources.embedded import load_embedded_kg
@@ -72,8 +201,7 @@ def handle(args) -> int:
     result, pkg = _study(kg, DEFAULT_SPECS, seeds, "correlated", args)
     ratios = result.ratios(epochs=4.5, k=600)
     ratios200 = result.ratios(epochs=4.5, k=200)
-    candidates = {lab: r for lab, r in ratios.items() if lab != "brute-force"}
-    best = min(candidates, key=candidates.get)
+    best = _best(ratios)
     import numpy as np
 
     bf_target = float(np.interp(result.epoch_queries(4.5), result.queries, result.mean_curve("brute-force", 600)))
@@ -82,13 +210,13 @@ def handle(args) -> int:
     for lab in ratios:
         print(f"  {lab:22s} ratio top-600 {ratios[lab]:.3f}   top-200 {ratios200[lab]:.3f}")
 
-    uncorrelated_specs = [s for s in DEFAULT_SPECS if s.label in ("brute-force", "thompson", "thompson+prop",
-                                                                     "pooled-thompson", "focus",
-                                                                     "focus (no propagation)")]
+    uncorrelated_specs = [s for s in DEFAULT_SPECS if s.label in BAR_LABELS]
     unc, _ = _study(kg, uncorrelated_specs, seeds, "none", args)
     unc_ratios = unc.ratios(epochs=4.5, k=600)
+    unc_best = _best(unc_ratios)
     for lab in unc_ratios:
         print(f"  uncorrelated θ*: {lab:22s} ratio top-600 {unc_ratios[lab]:.3f}")
+    patterns = _pattern_ratios(kg, pkg, seeds, args) if args.patterns else {}
 
     theta = theta_for_kg(kg, seed=0)
     cov_spec = SamplerSpec("focus", "focus", 1.0)
@@ -110,8 +238,12 @@ def handle(args) -> int:
         "best_sampler": best,
         "ratios": {lab: _finite(r) for lab, r in ratios.items()},
         "ratios_top200": {lab: _finite(r) for lab, r in ratios200.items()},
-        "kglens_thompson_prop_ratio": _finite(ratios["thompson+prop"]),
+        "kglens_thompson_prop_ratio": _finite(ratios["kglens-thompson+prop"]),
+        "thompson_ratio": _finite(ratios["thompson"]),
         "uncorrelated_ratios": {lab: _finite(r) for lab, r in unc_ratios.items()},
+        "uncorrelated_ratio_best": _finite(unc_ratios[unc_best]),
+        "uncorrelated_best_sampler": unc_best,
+        "pattern_ratios": patterns,
         "coverage": round(cov["coverage"], 3),
         "coverage_runs": cov["runs"],
         "coverage_sampler": "focus (audit_fraction 0.1)",

@@ -51,16 +51,19 @@ class SamplerSpec:
         return make_sampler(self.sampler, **dict(self.options))
 
 
-#: KGLens' methods (with and without propagation; Thompson without audit draws, as in the
-#: paper) plus kgprobe's pooled and focus samplers (which keep their 10 % audit draws).
+#: KGLens' methods (with and without propagation; KGLens' Thompson without audit draws,
+#: as in the paper) plus kgprobe's samplers, as a run uses them (with their 10 % audit
+#: draws): ``thompson`` (evidence posterior; it reads direct answers only, so the
+#: propagation weight does not matter to it and is 0 here), pooled and focus.
 DEFAULT_SPECS: tuple[SamplerSpec, ...] = (
     SamplerSpec("brute-force", "brute-force", 0.0),
     SamplerSpec("uniform", "uniform", 0.0),
     SamplerSpec("uniform+prop", "uniform", 1.0),
     SamplerSpec("epsilon-greedy", "epsilon-greedy", 0.0),
     SamplerSpec("epsilon-greedy+prop", "epsilon-greedy", 1.0),
-    SamplerSpec("thompson", "thompson", 0.0, (("audit_fraction", 0.0),)),
-    SamplerSpec("thompson+prop", "thompson", 1.0, (("audit_fraction", 0.0),)),
+    SamplerSpec("kglens-thompson", "kglens-thompson", 0.0, (("audit_fraction", 0.0),)),
+    SamplerSpec("kglens-thompson+prop", "kglens-thompson", 1.0, (("audit_fraction", 0.0),)),
+    SamplerSpec("thompson", "thompson", 0.0),
     SamplerSpec("pooled-thompson", "pooled-thompson", 1.0),
     SamplerSpec("focus", "focus", 1.0),
     SamplerSpec("focus (no propagation)", "focus", 0.0),
