@@ -1,12 +1,17 @@
 """Thompson sampling: KGLens' variant (``kglens-thompson``) and kgprobe's (``thompson``).
 
-``thompson`` (:class:`ThompsonSampler`): θ̃_j drawn from the evidence posterior of
-:mod:`kgprobe.sampling.evidence` — the edge's own answers plus a prior from its
-predicate's and entities' other answers, with strengths learned from the data — and the
-top n probed (after the uniform audit draws). Neighbours inform an edge only through a
-prior worth at most K answers, so a hub edge is never turned into its neighbourhood's
-average. Draws are made for every active edge with ``Generator.beta``: fine up to
-~10⁶ edges; at 10⁷ use ``kglens-thompson``'s exact threshold draws.
+``thompson`` (:class:`ThompsonSampler`), kgprobe's default family: θ̃_j drawn from the
+evidence posterior of :mod:`kgprobe.sampling.evidence` — the edge's own answers plus a
+prior from its predicate's and entities' other answers, with strengths learned from
+the data. Neighbours inform an edge only through a prior worth at most K answers, so a
+hub edge is never turned into its neighbourhood's average. The draw decides which
+edges are blind spots this round (θ̃_j > ½, each edge with its posterior probability of
+being one); of those, the ones whose estimate one more answer would move most are
+probed (:func:`weak_draw_top_n`), after the uniform audit draws. Plain top-n of θ̃
+keeps re-asking edges that are already known to be wrong (their draws sit near 1);
+this spends the queries where the weak edges are still uncertain. Draws are made for
+every active edge with ``Generator.beta``: fine up to ~10⁶ edges; at 10⁷ use
+``kglens-thompson``'s exact threshold draws.
 
 ``kglens-thompson`` (:class:`KGLensThompsonSampler`), KGLens §2.1: draw θ̃_j ~
 Beta(α_j, β_j) for every active edge, probe the top n.
@@ -164,8 +169,7 @@ class KGLensThompsonSampler(Sampler):
         return top_n_threshold(pkg, n, rng, exclude)
 
 
-def weak_draw_top_n(a: np.ndarray, b: np.ndarray, pool: np.ndarray, n: int, rng, threshold: float = 0.5,
-                    power: float = 1.0) -> np.ndarray:
+def weak_draw_top_n(a: np.ndarray, b: np.ndarray, pool: np.ndarray, n: int, rng, threshold: float = 0.5) -> np.ndarray:
     """Thompson draw of which edges are weak, then the most informative of them.
 
     θ̃ ~ Beta(a, b) per edge of ``pool``; an edge is *drawn weak* when θ̃ > ``threshold``.
@@ -182,7 +186,6 @@ def weak_draw_top_n(a: np.ndarray, b: np.ndarray, pool: np.ndarray, n: int, rng,
     p = a / nu
     gain = p * (1 - p) / (nu + 1) ** 2
     weak = draws > threshold
-    gain = gain ** power * draws ** (1.0 - power) if power != 1.0 else gain
     score = np.where(weak, 1.0 + gain, draws * threshold)  # weak edges (>= 1) before the rest (< 0.5)
     if n >= pool.size:
         return pool[np.argsort(-score, kind="stable")]
@@ -195,9 +198,7 @@ class ThompsonSampler(Sampler):
 
     name = "thompson"
 
-    def __init__(self, *, audit_fraction: float = 0.1, threshold: float = 0.5, refit_growth: float = 1.1,
-                 power: float = 1.0):
-        self.power = float(power)
+    def __init__(self, *, audit_fraction: float = 0.1, threshold: float = 0.5, refit_growth: float = 1.1):
         from kgprobe.sampling.evidence import EvidencePosterior
 
         self.audit_fraction = check_fraction("audit_fraction", audit_fraction)
@@ -215,7 +216,7 @@ class ThompsonSampler(Sampler):
         if audit.size:
             pool = np.setdiff1d(pool, audit, assume_unique=True)
         a, b = self.posterior(pkg)
-        chosen = weak_draw_top_n(a[pool], b[pool], pool, n - audit.size, rng, self.threshold, self.power)
+        chosen = weak_draw_top_n(a[pool], b[pool], pool, n - audit.size, rng, self.threshold)
         return Selection.audited(audit, chosen)
 
     def state_dict(self) -> dict:
