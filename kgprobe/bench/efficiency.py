@@ -54,6 +54,8 @@ def register(subparsers) -> None:
                         "(default zp-lke)")
     parser.add_argument("--no-patterns", dest="patterns", action="store_false",
                         help="skip the study on the error patterns the samplers were not tuned on")
+    parser.add_argument("--pattern-seeds", type=int, default=2,
+                        help="seeds (θ* draws) per error pattern not tuned on (default 2)")
     parser.set_defaults(func=handle)
 
 
@@ -216,7 +218,7 @@ def handle(args) -> int:
     unc_best = _best(unc_ratios)
     for lab in unc_ratios:
         print(f"  uncorrelated θ*: {lab:22s} ratio top-600 {unc_ratios[lab]:.3f}")
-    patterns = _pattern_ratios(kg, pkg, seeds, args) if args.patterns else {}
+    patterns = _pattern_ratios(kg, pkg, range(args.pattern_seeds), args) if args.patterns else {}
 
     theta = theta_for_kg(kg, seed=0)
     cov_spec = SamplerSpec("focus", "focus", 1.0)
@@ -244,6 +246,7 @@ def handle(args) -> int:
         "uncorrelated_ratio_best": _finite(unc_ratios[unc_best]),
         "uncorrelated_best_sampler": unc_best,
         "pattern_ratios": patterns,
+        "pattern_seeds": args.pattern_seeds if args.patterns else 0,
         "coverage": round(cov["coverage"], 3),
         "coverage_runs": cov["runs"],
         "coverage_sampler": "focus (audit_fraction 0.1)",

@@ -102,3 +102,25 @@ def test_truth_of_another_kg_or_method_is_exit_2(tmp_path, capsys):
     assert "recorded with the method 'hgp', but this study is about 'zp-lke'" in capsys.readouterr().err
     assert main(["bench", "efficiency", "--truth", str(tmp_path / "missing.npz")]) == 2
     assert "no sweep" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_real_data_study_runs_from_the_repository(capsys):
+    import json
+
+    from kgprobe.simulation.replay import scaled
+    from kgprobe.sweep import packaged_sweeps
+
+    assert {"default", "gemma3-270m", "qwen2.5-coder-0.5b-instruct"} <= set(packaged_sweeps())
+    truth = load_sweep("default")
+    assert truth.kg == "countries" and truth.method == "zp-lke" and truth.model.startswith("smollm2-135m-instruct@")
+    assert truth.probe_options == {"num_examples": 20, "num_distractors": 19}
+    assert main(["bench", "efficiency", "--truth", "default", "--seeds", "1"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["passes"] == truth.passes and out["edges"] == truth.num_edges
+    assert out["k"] == scaled(600, truth.num_edges) and out["accuracy"] == round(truth.accuracy(), 4)
+    assert {"thompson", "kglens-thompson", "kglens-thompson+prop", "brute-force", "focus"} <= set(out["ratios"])
+    # brute force reaches its own reference at 4.5 epochs (or, on a bumpy curve, a little earlier)
+    assert 0.9 <= out["ratios"]["brute-force"] <= 1.0
+    assert out["ratio_best"] == min(r for lab, r in out["ratios"].items() if lab != "brute-force" and r is not None)
+    assert out["replacement_draws"] == sum(out["replacement_draws_by_sampler"].values()) > 0
