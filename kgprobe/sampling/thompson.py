@@ -184,13 +184,22 @@ def weak_draw_top_n(a: np.ndarray, b: np.ndarray, pool: np.ndarray, n: int, rng,
     draws = rng.beta(a, b)
     nu = a + b
     p = a / nu
-    gain = p * (1 - p) / (nu + 1) ** 2
+    return rank_weak(draws, p * (1 - p) / (nu + 1) ** 2, pool, n, rng, threshold)
+
+
+def rank_weak(draws: np.ndarray, gain: np.ndarray, pool: np.ndarray, n: int, rng,
+              threshold: float = 0.5) -> np.ndarray:
+    """The ``n`` edges of ``pool`` to probe: drawn-weak ones by gain, then the rest by draw.
+
+    Equal scores (e.g. unprobed edges with the same prior) are ordered at random, never
+    by edge index.
+    """
+    if n <= 0:
+        return np.empty(0, dtype=np.int64)
     weak = draws > threshold
     score = np.where(weak, 1.0 + gain, draws * threshold)  # weak edges (>= 1) before the rest (< 0.5)
-    if n >= pool.size:
-        return pool[np.argsort(-score, kind="stable")]
-    part = np.argpartition(-score, n - 1)[:n]
-    return pool[part[np.argsort(-score[part], kind="stable")]]
+    order = np.lexsort((rng.random(pool.size), -score))[:n]
+    return pool[order]
 
 
 class ThompsonSampler(Sampler):
@@ -215,8 +224,8 @@ class ThompsonSampler(Sampler):
         pool = pkg.active_edges
         if audit.size:
             pool = np.setdiff1d(pool, audit, assume_unique=True)
-        a, b = self.posterior(pkg)
-        chosen = weak_draw_top_n(a[pool], b[pool], pool, n - audit.size, rng, self.threshold)
+        draws, gain = self.posterior.draw_and_gain(pkg, pool, rng)
+        chosen = rank_weak(draws, gain, pool, n - audit.size, rng, self.threshold)
         return Selection.audited(audit, chosen)
 
     def state_dict(self) -> dict:
