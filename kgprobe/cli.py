@@ -16,7 +16,7 @@ from kgprobe.errors import KgprobeError
 
 #: Subcommand modules, in the order ``kgprobe --help`` lists them.
 COMMANDS = ("run", "resume", "report", "compare", "build", "models", "simulate", "bench", "export", "verify",
-            "questions")
+            "questions", "sweep")
 
 EXIT_CODES = """exit codes:
   0  success

@@ -43,7 +43,7 @@ def _peak_rss_bytes() -> int:
 def handle(args) -> int:
     from kgprobe.errors import InputError
     from kgprobe.kg.parameterized import ParameterizedKG
-    from kgprobe.sampling.thompson import ThompsonSampler, top_n_direct
+    from kgprobe.sampling.thompson import KGLensThompsonSampler, top_n_direct
     from kgprobe.simulation.synthetic import skewed_graph
 
     n_edges = int(args.edges)
@@ -59,7 +59,7 @@ def handle(args) -> int:
     rng = np.random.default_rng(args.seed)
     # Per-node difficulty: errors cluster around nodes, as propagation assumes.
     node_logit = rng.standard_normal(pkg.num_nodes).astype(np.float32) * 2.0 - 0.5
-    sampler = ThompsonSampler(direct_limit=0)
+    sampler = KGLensThompsonSampler(direct_limit=0)
 
     def oracle(edges):
         z = 0.5 * (node_logit[pkg.heads[edges]] + node_logit[pkg.tails[edges]])

@@ -65,7 +65,7 @@ def register(subparsers) -> None:
     m.add_argument("--cache", default=S, metavar="FILE", help="SQLite response cache shared across runs")
     add_round_timeout_option(m, S)
     s = p.add_argument_group("sampling and stopping")
-    s.add_argument("--sampler", default=S, help="thompson, epsilon-greedy, uniform, brute-force, … (default thompson)")
+    s.add_argument("--sampler", default=S, help="focus, thompson, kglens-thompson, epsilon-greedy, uniform, brute-force, … (default focus)")
     s.add_argument("--sampler-option", action="append", default=S, metavar="KEY=VALUE", help="a sampler setting")
     s.add_argument("--audit-fraction", type=float, default=S,
                    help="share of each batch drawn by the known-probability design the unbiased estimates rest on "
@@ -82,7 +82,8 @@ def register(subparsers) -> None:
     s.add_argument("--max-rounds", type=int, default=S, help="stop after this many rounds")
     s.add_argument("--seed", type=int, default=S,
                    help="random seed of the whole run (default 0); not --seed-entities")
-    s.add_argument("--propagation-weight", type=float, default=S, help="one-hop propagation weight w (default 1)")
+    s.add_argument("--propagation-weight", type=float, default=S,
+                   help="one-hop propagation weight w (default 0; KGLens uses 1)")
     s.add_argument("--convergence-window", type=int, default=S, help="rounds in the convergence window (default 5)")
     s.add_argument("--convergence-tolerance", type=float, default=S, help="convergence tolerance (default 0.01)")
     s.add_argument("--no-convergence-stop", dest="stop_on_convergence", action="store_false", default=S,

@@ -12,6 +12,7 @@ structure and propagation but never asked about (KGLens §2.1, appendix A.2).
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,6 +21,17 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from kgprobe.errors import InputError
+
+_WHITESPACE_RUN = re.compile(r"\s+")
+
+
+def collapse_whitespace(text: str) -> str:
+    """Runs of whitespace (tabs, newlines, several spaces) as one space, ends stripped.
+
+    Probes build prompts with tab and newline as structure (ZP-LKE: one fact per line,
+    subject and object joined by a tab), so no name may contain either.
+    """
+    return _WHITESPACE_RUN.sub(" ", text).strip()
 
 
 @dataclass(frozen=True)
@@ -36,6 +48,11 @@ class Entity:
     description: str = ""
     is_literal: bool = False
     group: str = ""
+
+    def __post_init__(self):
+        # Every loader builds Entity objects, so collapsing here covers them all.
+        object.__setattr__(self, "label", collapse_whitespace(self.label))
+        object.__setattr__(self, "aliases", tuple(collapse_whitespace(a) for a in self.aliases))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -56,6 +73,10 @@ class Predicate:
     label: str
     aliases: tuple[str, ...] = ()
     description: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "label", collapse_whitespace(self.label))
+        object.__setattr__(self, "aliases", tuple(collapse_whitespace(a) for a in self.aliases))
 
 
 @dataclass(frozen=True)

@@ -202,7 +202,9 @@ def verify_multiple_choice(options: Sequence[str], gold_index: int, scores: Sequ
     ``detail`` carries the normalized probability mass on the gold option
     (``gold_prob``), the predicted option's mass (``pred_prob``, used for
     Accuracy@K), the gold rank (1 = best; ties share the worse rank) and the number of
-    options (the chance level is 1 / options).
+    options (the chance level is 1 / options), the gold option's summed log-prob
+    (``gold_logprob``) and the best wrong option's (``best_wrong_logprob``; None when
+    there is no wrong option), so studies have a continuous margin as well as the verdict.
     """
     if len(scores) != len(options):
         raise InputError(f"expected {len(options)} option scores, got {len(scores)}")
@@ -214,6 +216,8 @@ def verify_multiple_choice(options: Sequence[str], gold_index: int, scores: Sequ
     probs = softmax_logprobs(logprobs)
     gold_lp = logprobs[gold_index]
     rank = int((logprobs >= gold_lp).sum())
+    wrong = np.delete(logprobs, gold_index)
+    best_wrong = float(wrong.max()) if wrong.size else None
     return Verdict(
         correct=bool(correct),
         answer=options[predicted],
@@ -224,6 +228,7 @@ def verify_multiple_choice(options: Sequence[str], gold_index: int, scores: Sequ
             "num_options": len(options),
             "tie": len(winners) > 1,
             "gold_logprob": float(gold_lp),
+            "best_wrong_logprob": best_wrong,
         },
     )
 

@@ -1,7 +1,8 @@
 """Zero-prompt many-shot latent knowledge estimation (ZP-LKE), METHODS §3.
 
-For a test fact (x, r, y) the model sees ``x1 y1, x2 y2, …, xn yn, x`` — n other facts
-of the same predicate and no relation words — and is scored on what follows.
+For a test fact (x, r, y) the model sees ``x1\ty1\nx2\ty2\n…\nxn\tyn\nx\t`` — n other
+facts of the same predicate, one per line, subject and object joined by a tab, and no
+relation words — and is scored on what follows.
 
 * Multiple choice (``ZeroPromptProbe``): the gold object and up to k distractors from
   C − T (other objects of the predicate that are not true objects of (x, r)); each
@@ -24,9 +25,16 @@ Decisions where the paper leaves a choice:
 * With fewer than n usable facts the context has fewer examples (a ``ProbeWarning``
   once per predicate; ``detail["num_examples"]`` records it); with fewer than k
   distractors there are fewer options (warning; ``chance_level`` is 1 / options).
-* The subject/object separator's trailing whitespace goes into the continuation
-  (context "…, France", continuation " Paris"), which is how the text tokenizes
-  naturally; the backend tokenizes context + continuation together.
+* Separators (project decision): facts are joined by a newline and subject and object
+  by a tab, so the context is ``"x1\ty1\n…\nx\t"`` and each option is scored right
+  after the tab. Labels never contain either character (``Entity`` collapses runs of
+  whitespace in labels and aliases), so no label can fake a fact boundary, and labels
+  with commas, colons or quotes ("Washington, D.C.") stay unambiguous — which the
+  paper's ", "-joined text is not. Tokenizers split before a tab, so the option's
+  tokens are the same as in running text.
+* With a space-like subject/object separator (e.g. " : "), the trailing spaces go into
+  the continuation (context "… :", continuation " Paris"), which is how such text
+  tokenizes naturally; the backend tokenizes context + continuation together.
 """
 
 from __future__ import annotations
@@ -52,8 +60,11 @@ from kgprobe.probes.verify import first_segment, match_answer
 
 
 def _split_separator(sep: str) -> tuple[str, str]:
-    """("…" kept at the end of the context, whitespace that starts the continuation)."""
-    stripped = sep.rstrip()
+    """("…" kept at the end of the context, spaces that start the continuation).
+
+    Only trailing spaces move to the continuation; a tab stays in the context.
+    """
+    stripped = sep.rstrip(" ")
     return stripped, sep[len(stripped) :]
 
 
@@ -63,8 +74,8 @@ class _ZeroPromptContext:
     def __init__(
         self,
         num_examples: int = 50,
-        subject_object_sep: str = " ",
-        pair_sep: str = ", ",
+        subject_object_sep: str = "\t",
+        pair_sep: str = "\n",
         fixed_examples: bool = False,
         example_seed: int = 0,
     ):
@@ -148,8 +159,8 @@ class ZeroPromptProbe(Probe):
         num_examples: int = 50,
         num_distractors: int = 99,
         *,
-        subject_object_sep: str = " ",
-        pair_sep: str = ", ",
+        subject_object_sep: str = "\t",
+        pair_sep: str = "\n",
         fixed_examples: bool = False,
         example_seed: int = 0,
     ):
@@ -195,8 +206,8 @@ class ZeroPromptGenerationProbe(Probe):
         num_examples: int = 50,
         *,
         max_tokens: int = 10,
-        subject_object_sep: str = " ",
-        pair_sep: str = ", ",
+        subject_object_sep: str = "\t",
+        pair_sep: str = "\n",
         fixed_examples: bool = False,
         example_seed: int = 0,
     ):
@@ -209,7 +220,7 @@ class ZeroPromptGenerationProbe(Probe):
         context, _tail, n = self.builder.context(kg, edge, rng)
         t = kg.triple(edge)
         request = GenerateRequest(
-            prompt=context, max_tokens=self.max_tokens, stop=(self.builder.pair_sep, "\n"), edge=edge
+            prompt=context, max_tokens=self.max_tokens, stop=tuple(dict.fromkeys((self.builder.pair_sep, "\n"))), edge=edge
         )
         return ProbeTask(
             edge=edge,

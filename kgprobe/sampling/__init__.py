@@ -1,6 +1,10 @@
 """Samplers: which edges to probe next. ``make_sampler(name, **kwargs)`` builds one by name.
 
-* ``thompson`` — KGLens Thompson sampling (top-n of θ̃ ~ Beta(α, β));
+* ``thompson`` — kgprobe's Thompson sampling on the evidence posterior (own answers plus a
+  learned, bounded prior from the predicate's and entities' other answers;
+  :mod:`kgprobe.sampling.evidence`), with audit draws;
+* ``kglens-thompson`` — KGLens' Thompson sampling (top-n of θ̃ ~ Beta(α, β), neighbours'
+  answers added to the counts by propagation);
 * ``epsilon-greedy`` — ε uniform + greedy by posterior mean;
 * ``uniform`` — uniform random ("Monte Carlo");
 * ``brute-force`` — sweep all edges per epoch in random order;
@@ -19,11 +23,12 @@ from kgprobe.sampling.brute_force import BruteForceSampler
 from kgprobe.sampling.epsilon_greedy import EpsilonGreedySampler
 from kgprobe.sampling.focus import FocusSampler
 from kgprobe.sampling.pooled import PooledThompsonSampler
-from kgprobe.sampling.thompson import ThompsonSampler
+from kgprobe.sampling.thompson import KGLensThompsonSampler, ThompsonSampler
 from kgprobe.sampling.uniform import UniformSampler
 
 SAMPLERS: dict[str, type[Sampler]] = {
     "thompson": ThompsonSampler,
+    "kglens-thompson": KGLensThompsonSampler,
     "epsilon-greedy": EpsilonGreedySampler,
     "uniform": UniformSampler,
     "brute-force": BruteForceSampler,

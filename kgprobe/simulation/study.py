@@ -51,16 +51,19 @@ class SamplerSpec:
         return make_sampler(self.sampler, **dict(self.options))
 
 
-#: KGLens' methods (with and without propagation; Thompson without audit draws, as in the
-#: paper) plus kgprobe's pooled and focus samplers (which keep their 10 % audit draws).
+#: KGLens' methods (with and without propagation; KGLens' Thompson without audit draws,
+#: as in the paper) plus kgprobe's samplers, as a run uses them (with their 10 % audit
+#: draws): ``thompson`` (evidence posterior; it reads direct answers only, so the
+#: propagation weight does not matter to it and is 0 here), pooled and focus.
 DEFAULT_SPECS: tuple[SamplerSpec, ...] = (
     SamplerSpec("brute-force", "brute-force", 0.0),
     SamplerSpec("uniform", "uniform", 0.0),
     SamplerSpec("uniform+prop", "uniform", 1.0),
     SamplerSpec("epsilon-greedy", "epsilon-greedy", 0.0),
     SamplerSpec("epsilon-greedy+prop", "epsilon-greedy", 1.0),
-    SamplerSpec("thompson", "thompson", 0.0, (("audit_fraction", 0.0),)),
-    SamplerSpec("thompson+prop", "thompson", 1.0, (("audit_fraction", 0.0),)),
+    SamplerSpec("kglens-thompson", "kglens-thompson", 0.0, (("audit_fraction", 0.0),)),
+    SamplerSpec("kglens-thompson+prop", "kglens-thompson", 1.0, (("audit_fraction", 0.0),)),
+    SamplerSpec("thompson", "thompson", 0.0),
     SamplerSpec("pooled-thompson", "pooled-thompson", 1.0),
     SamplerSpec("focus", "focus", 1.0),
     SamplerSpec("focus (no propagation)", "focus", 0.0),
@@ -77,6 +80,7 @@ class StudyResult:
     top_k: tuple[int, ...]
     seeds: tuple[int, ...]
     mse: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)  # label -> k -> (seeds, rounds)
+    replacement_draws: dict[str, int] = field(default_factory=dict)  # label -> draws past K (replay oracles)
 
     def mean_curve(self, label: str, k: int) -> np.ndarray:
         return self.mse[label][k].mean(axis=0)
@@ -171,11 +175,17 @@ def run_study(
     seeds: Iterable[int] = range(5),
     top_k: Sequence[int] = (200, 600),
     prior=(1.0, 1.0),
+    oracle=None,
 ) -> StudyResult:
     """Run every configuration for ``epochs`` brute-force epochs of queries, for each seed.
 
     ``theta_star[j]`` is the true error probability of edge j (any array you like, e.g.
     from :func:`kgprobe.simulation.theta.generate_theta` or measured on a real model).
+    ``oracle(seed)`` (optional) returns an object whose ``answer(edges)`` gives the
+    verdicts of one study run (e.g. :class:`kgprobe.simulation.replay.ReplayOracle`,
+    recorded real answers); it is made afresh for every configuration and seed, and the
+    ``replacement_draws`` it reports are summed per configuration in
+    ``StudyResult.replacement_draws``. Default: a Bernoulli(θ*) oracle.
     """
     theta = _check_inputs(heads, tails, active, theta_star, batch, epochs, top_k)
     act = np.asarray(active, dtype=bool)
@@ -201,13 +211,21 @@ def run_study(
             # The oracle stream depends only on the seed, so configurations see
             # comparable luck.
             answer_rng = np.random.default_rng([seed, 1])
+            replay = oracle(seed) if oracle is not None else None
             for r in range(rounds):
                 sel = sampler.select(pkg, batch, pick_rng)
-                pkg.update(sel.edges, bernoulli_oracle(theta, sel.edges, answer_rng))
+                if replay is None:
+                    verdicts = bernoulli_oracle(theta, sel.edges, answer_rng)
+                else:
+                    verdicts = replay.answer(sel.edges)
+                pkg.update(sel.edges, verdicts)
                 est = sampler.estimate(pkg)
                 for k, idx in hardest.items():
                     d = est[idx] - theta[idx]
                     curves[k][si, r] = float(np.dot(d, d) / idx.size)
+            if replay is not None:
+                result.replacement_draws[spec.label] = (
+                    result.replacement_draws.get(spec.label, 0) + int(replay.replacement_draws))
         result.mse[spec.label] = curves
     return result
 
@@ -290,4 +308,6 @@ def combine_results(results: Sequence[StudyResult]) -> StudyResult:
                       tuple(s for r in results for s in r.seeds))
     for lab in first.mse:
         out.mse[lab] = {k: np.concatenate([r.mse[lab][k] for r in results]) for k in first.top_k}
+        if any(lab in r.replacement_draws for r in results):
+            out.replacement_draws[lab] = sum(r.replacement_draws.get(lab, 0) for r in results)
     return out

@@ -7,7 +7,7 @@ from kgprobe.errors import InputError
 from kgprobe.kg.parameterized import ParameterizedKG
 from kgprobe.sampling import SAMPLERS, make_sampler
 from kgprobe.sampling.focus import focus_scores
-from kgprobe.sampling.thompson import ThompsonSampler
+from kgprobe.sampling.thompson import KGLensThompsonSampler as ThompsonSampler
 from kgprobe.simulation.synthetic import skewed_graph
 
 

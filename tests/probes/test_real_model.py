@@ -52,9 +52,9 @@ def run(kg, model, probe, edge, seed=0):
 
 
 def test_zp_lke_knows_the_official_language_of_italy(countries, model):
-    # Checked by hand on this model (seeds 0 and 1): with 50 language examples "Italian"
-    # gets 0.97 / 0.92 of the mass among 100 languages and is the greedy continuation.
-    # (For France's capital it answers "Djibouti": an example "Djibouti Djibouti" is copied.)
+    # Checked by hand on this model with the tab/newline prompt (seeds 0 and 1): with 50
+    # language examples "Italian" gets 0.916 / 0.917 of the mass among 100 languages
+    # (log-prob -0.27 / -0.41) and is the greedy continuation.
     edge = edge_of(countries, "Italy", "P37")
     task, verdict = run(countries, model, make_probe("zp-lke"), edge)
     assert len({r.context for r in task.score_requests}) == 1 and len(task.score_requests) == 100

@@ -31,12 +31,37 @@ def test_zp_lke_with_one_usable_example_renders_exactly(tiny_kg):
     messages = sorted(str(w.message) for w in caught)
     assert len(messages) == 2
     assert "only 1 other facts can serve as examples" in messages[0] and "only 1 wrong options" in messages[1]
-    assert [r.context for r in task.score_requests] == ["Germany Berlin, France"] * 2
-    assert sorted(r.continuation for r in task.score_requests) == [" Berlin", " Paris"]
+    assert [r.context for r in task.score_requests] == ["Germany\tBerlin\nFrance\t"] * 2
+    assert sorted(r.continuation for r in task.score_requests) == ["Berlin", "Paris"]
     assert task.payload["options"][task.payload["gold_index"]] == "Paris"
     assert task.payload["num_examples"] == 1
     assert all(r.edge == 0 for r in task.score_requests)
     assert probe.chance_level(tiny_kg, 0) == 0.5
+
+
+def test_zp_lke_labels_with_commas_colons_quotes_and_whitespace_stay_one_field_each():
+    # Labels may contain ", ", ":" and quotes (the paper's ", "-joined text would be
+    # ambiguous there); tabs/newlines/space runs in labels are collapsed to one space when
+    # the Entity is built, so the only tab and newline characters are the separators.
+    entities = [
+        Entity("Q1", "Washington,\tD.C."),
+        Entity("Q2", 'Côte d\'Ivoire "Ivory\n Coast"'),
+        Entity("Q3", "Re: public"),
+        Entity("Q10", "A, B"),
+        Entity("Q20", 'say "hi":  yes'),
+        Entity("Q30", "x:y"),
+    ]
+    triples = [Triple("Q1", "P1", "Q10"), Triple("Q2", "P1", "Q20"), Triple("Q3", "P1", "Q30")]
+    kg = KnowledgeGraph(entities, [Predicate("P1", "rel\tlabel")], triples)
+    assert kg.entity("Q1").label == "Washington, D.C." and kg.entity("Q20").label == 'say "hi": yes'
+    task = make_probe("zp-lke", num_examples=2, num_distractors=2).render(kg, 2, rng(0))
+    context = task.score_requests[0].context
+    lines = context.split("\n")
+    assert lines[-1] == "Re: public\t"
+    assert sorted(lines[:-1]) == sorted(["Washington, D.C.\tA, B", 'Côte d\'Ivoire "Ivory Coast"\tsay "hi": yes'])
+    assert context.count("\t") == 3 and context.count("\n") == 2
+    assert sorted(r.continuation for r in task.score_requests) == ["A, B", 'say "hi": yes', "x:y"]
+    assert task.payload["options"][task.payload["gold_index"]] == "x:y"
 
 
 def test_zp_lke_separators_are_parameters(tiny_kg):
@@ -56,12 +81,12 @@ def test_zp_lke_examples_exclude_the_probed_fact_and_its_subject(capitals_kg):
         edge = seed % 30
         task = probe.render(capitals_kg, edge, rng(seed))
         context = task.score_requests[0].context
-        pairs = context.split(", ")
-        assert len(pairs) == 6 and pairs[-1] == f"Country{edge}"
-        assert f"Country{edge} " not in ", ".join(pairs[:-1]) + " "
+        pairs = context.split("\n")
+        assert len(pairs) == 6 and pairs[-1] == f"Country{edge}\t"
+        assert f"Country{edge}\t" not in "\n".join(pairs[:-1])
         # every example is a true fact of the predicate
         for pair in pairs[:-1]:
-            c, k = pair.split(" ")
+            c, k = pair.split("\t")
             assert c.replace("Country", "") == k.replace("City", "")
         options = task.payload["options"]
         assert len(options) == 4 and options[task.payload["gold_index"]] == f"City{edge}"
@@ -82,10 +107,10 @@ def test_zp_lke_fixed_examples_share_the_prefix_across_facts(capitals_kg):
     probe = make_probe("zp-lke", num_examples=5, num_distractors=3, fixed_examples=True, example_seed=3)
     c1 = probe.render(capitals_kg, 0, rng(1)).score_requests[0].context
     c2 = probe.render(capitals_kg, 1, rng(2)).score_requests[0].context
-    prefix1, prefix2 = c1.rsplit(", ", 1)[0], c2.rsplit(", ", 1)[0]
-    if "Country0 " not in prefix2 and "Country1 " not in prefix1:
+    prefix1, prefix2 = c1.rsplit("\n", 1)[0], c2.rsplit("\n", 1)[0]
+    if "Country0\t" not in prefix2 and "Country1\t" not in prefix1:
         assert prefix1 == prefix2
-    assert c1.endswith(", Country0") and c2.endswith(", Country1")
+    assert c1.endswith("\nCountry0\t") and c2.endswith("\nCountry1\t")
 
 
 def test_distractors_exclude_every_true_object(tiny_kg):
@@ -119,11 +144,11 @@ def test_zp_lke_generation_request(tiny_kg):
         warnings.simplefilter("ignore", ProbeWarning)
         task = probe.render(tiny_kg, 0, rng())
     (req,) = task.generate_requests
-    assert req.prompt == "Germany Berlin, France" and req.max_tokens == 7 and req.stop[0] == ", "
+    assert req.prompt == "Germany\tBerlin\nFrance\t" and req.max_tokens == 7 and req.stop == ("\n",)
     assert task.payload["gold"] == ["Paris"]
-    # the first segment is the answer; later pairs the model invents do not count
-    assert probe.verify(tiny_kg, task, [], [" Paris, Spain Madrid"]).correct
-    assert not probe.verify(tiny_kg, task, [], [" Lyon, Italy Paris"]).correct
+    # the first line is the answer; later pairs the model invents do not count
+    assert probe.verify(tiny_kg, task, [], ["Paris\nSpain\tMadrid"]).correct
+    assert not probe.verify(tiny_kg, task, [], ["Lyon\nItaly\tParis"]).correct
 
 
 # -- HGP ---------------------------------------------------------------------------------------
@@ -256,7 +281,7 @@ def test_entity_without_label_is_reported_or_left_out():
         warnings.simplefilter("ignore", ProbeWarning)
         task = probe.render(kg, 1, rng())
     # the alias stands in for the empty label; Q1's and Q30's facts cannot be examples
-    assert task.score_requests[0].context == "Third Ten, Second"
+    assert task.score_requests[0].context == "Third\tTen\nSecond\t"
     # Q30 cannot be an option, Ten is the only distractor
     assert sorted(task.payload["options"]) == ["Ten", "Twenty"]
     with pytest.raises(InputError, match="object 'Q30'"):
@@ -282,7 +307,7 @@ def test_labels_in_another_script_and_literals():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ProbeWarning)
         task = make_probe("zp-lke").render(kg, 0, rng())
-    assert task.score_requests[0].context == "Россия Москва, 日本"
+    assert task.score_requests[0].context == "Россия\tМосква\n日本\t"
     wh = make_probe("wh").render(kg, 2, rng())
     assert "日本 (also known as Japan)" in wh.question
     assert make_probe("wh").verify(kg, wh, [], ["It was founded on May 1st, 1990."]).correct

@@ -131,6 +131,12 @@ def test_multiple_choice_argmax_and_gold_mass():
     assert v.detail["gold_rank"] == 1 and v.detail["num_options"] == 3
     wrong = verify_multiple_choice(["A", "B", "C"], 2, [sr(-2.0), sr(-1.0), sr(-3.0)])
     assert not wrong.correct and wrong.answer == "B" and wrong.detail["gold_rank"] == 3
+    # the gold and best wrong summed log-probs: B's -1 is the best of A, C when B is gold,
+    # and the best of A, B when C is gold
+    assert v.detail["gold_logprob"] == -1.0 and v.detail["best_wrong_logprob"] == -2.0
+    assert wrong.detail["gold_logprob"] == -3.0 and wrong.detail["best_wrong_logprob"] == -1.0
+    alone = verify_multiple_choice(["A"], 0, [sr(-4.0)])
+    assert alone.correct and alone.detail["best_wrong_logprob"] is None
 
 
 def test_multiple_choice_tie_is_wrong():

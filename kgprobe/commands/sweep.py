@@ -1,0 +1,242 @@
+"""``kgprobe sweep``: record K brute-force passes of a model over a KG's edges (a recorded sweep).
+
+    kgprobe sweep --kg countries --model default --method zp-lke --passes 20 --edges 1000 --seed 0
+
+probes every active edge — or, with ``--edges N``, a stratified sample of N edges (every
+predicate in proportion, seeded by ``--seed``; with ``--edges-from SWEEP`` the sample is
+drawn from that sweep's edges, so a second model answers on the same edges) — K times.
+Each pass is its own seeded random order (the ``brute-force`` sampler with propagation
+off), and every probe draws fresh examples, distractors and phrasings from its own seeded
+generator, so the K answers of an edge are K different questions about the same fact.
+
+The sweep is an ordinary run in the run store (``--out``, default ``runs/``), named after
+its settings: killed at any point, ``kgprobe resume RUN`` or the same ``kgprobe sweep``
+command again continues it, and the answers equal those of an unbroken sweep. When all
+passes are done, the compact sweep file (:mod:`kgprobe.sweep`: verdicts and, for scoring
+methods, the gold and best wrong option's log-probs) is written to ``--export`` (default:
+the run file's name with ``.npz``). A finished sweep is not probed again; the command
+then only exports.
+
+Model, backend and probe options are those of ``kgprobe run``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+import sys
+from pathlib import Path
+
+from kgprobe.errors import InputError
+
+#: Options of ``kgprobe run`` that make no sense for a sweep (it always uses the
+#: brute-force sampler without propagation, a fixed number of passes and no report).
+_RUN_ONLY = {
+    "sampler", "sampler_option", "audit_fraction", "budget", "max_rounds", "propagation_weight",
+    "convergence_window", "convergence_tolerance", "stop_on_convergence", "report", "config",
+    "endpoint", "seeds", "hops", "help",
+}
+
+DEFAULT_OUT = "runs"
+
+
+def _run_actions():
+    """The argument definitions of ``kgprobe run`` (model, backend, probe, output options)."""
+    from kgprobe.commands import run as run_command
+
+    holder = argparse.ArgumentParser(add_help=False)
+    run_command.register(holder.add_subparsers())
+    run_parser = holder._subparsers._group_actions[0].choices["run"]
+    return [a for a in run_parser._actions if a.dest not in _RUN_ONLY]
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "sweep",
+        help="record K brute-force passes of a model over (a stratified sample of) a KG's edges",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--passes", type=int, required=True, metavar="K", help="answers to record per edge")
+    p.add_argument("--edges", type=int, metavar="N",
+                   help="a stratified sample of N edges (every predicate in proportion); default: every active edge")
+    p.add_argument("--edges-from", metavar="SWEEP",
+                   help="draw the edges from this recorded sweep's edges (a name or a .npz path)")
+    p.add_argument("--export", metavar="PATH", help="where to write the sweep file (default: the run file's name "
+                   "with .npz)")
+    p.add_argument("--export-now", action="store_true",
+                   help="probe nothing: export the passes completed so far (fewer than --passes when the sweep is "
+                   "unfinished; the file says so) — works while the sweep runs in another process")
+    # The model, backend and probe options are run's own definitions (so backend options
+    # such as a device choice added to `run` apply here too).
+    for action in _run_actions():
+        p._add_action(action)
+    p.set_defaults(func=handle)
+
+
+def _sweep_settings(settings: dict, kg_name: str, edges) -> dict:
+    """What identifies a sweep: equal settings, same run file, and it resumes."""
+    return {
+        "kg": kg_name, "model": settings["model"], "method": settings["method"],
+        "probe_options": settings["probe_options"], "passes": settings["passes"], "seed": settings["seed"],
+        "batch_size": settings["batch_size"], "edges": [int(e) for e in edges],
+    }
+
+
+def _run_path(out: Path, kg_name: str, settings: dict, num_edges: int, all_edges: bool) -> Path:
+    import hashlib
+    import json
+
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
+    name = f"sweep-{kg_name}-{settings['method']}-{settings['model']}-{'all' if all_edges else num_edges}e-" \
+           f"{settings['passes']}p-s{settings['seed']}-{digest}"
+    safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
+    return out / f"{safe}.kgrun"
+
+
+def _command_line(settings: dict, n) -> str:
+    """The sweep command with every setting that shapes the answers spelled out."""
+    import json
+
+    parts = ["kgprobe", "sweep", "--kg", str(settings["kg"]), "--model", str(settings["model"]),
+             "--method", settings["method"], "--passes", str(settings["passes"])]
+    if n is not None:
+        parts += ["--edges", str(n)]
+    if settings.get("edges_from"):
+        parts += ["--edges-from", str(settings["edges_from"])]
+    parts += ["--seed", str(settings["seed"]), "--batch-size", str(settings["batch_size"])]
+    for key, value in sorted(settings["probe_options"].items()):
+        parts += ["--probe-option", f"{key}={json.dumps(value)}"]
+    for key, value in sorted(settings["model_options"].items()):
+        parts += ["--model-option", f"{key}={json.dumps(value)}"]
+    return shlex.join(parts)
+
+
+def restricted_kg(kg, edges):
+    """``kg`` with only ``edges`` active; every other edge stays as (dead) structure."""
+    import numpy as np
+
+    from kgprobe.kg.graph import KnowledgeGraph, Triple
+
+    keep = np.zeros(kg.num_edges, dtype=bool)
+    keep[np.asarray(edges, dtype=np.int64)] = True
+    triples = [Triple(t.subject, t.predicate, t.object, bool(keep[j])) for j, t in enumerate(kg.triples())]
+    return KnowledgeGraph(kg.entities.values(), kg.predicates.values(), triples, candidates=kg.explicit_candidates,
+                          name=kg.name, metadata=kg.metadata)
+
+
+def handle(args: argparse.Namespace) -> int:
+    import json
+
+    import numpy as np
+
+    from kgprobe.api import _check_names, _open_new_store, check_model, resume
+    from kgprobe.commands.run import (
+        _check_out_dir, _short_warnings, load_model_setting, play, prepare_process_for_models, resolve_kg_setting,
+        settings_from_args,
+    )
+    from kgprobe.engine import EngineConfig
+    from kgprobe.store import RunStore, kg_fingerprint
+    from kgprobe.sweep import load_sweep, stratified_edges
+
+    prepare_process_for_models()
+    _short_warnings()
+    settings = settings_from_args(args)
+    settings.setdefault("out", DEFAULT_OUT)
+    passes = settings["passes"]
+    if passes < 1:
+        raise InputError(f"--passes must be >= 1, got {passes}")
+    kg = resolve_kg_setting(settings)
+    population = kg.active_edges()
+    if settings.get("edges_from"):
+        source = load_sweep(settings["edges_from"])
+        population = source.edges_in(kg)
+        outside = population[~kg.active[population]]
+        if outside.size:
+            raise InputError(f"{outside.size} edges of the sweep {settings['edges_from']!r} are not active in "
+                             f"the KG {kg.name!r}")
+    n = settings.get("edges")
+    edges = population if n is None else stratified_edges(kg, population, n, settings["seed"])
+    edges = np.sort(np.asarray(edges, dtype=np.int64))
+    sweep_kg = restricted_kg(kg, edges)
+    batch = settings["batch_size"]
+    config = EngineConfig(
+        method=settings["method"], sampler="brute-force", batch_size=min(batch, edges.size), budget=None,
+        # Each pass probes every edge once; the last round may run into pass K + 1, whose
+        # answers the export leaves out.
+        max_rounds=math.ceil(passes * edges.size / min(batch, edges.size)), seed=settings["seed"],
+        propagation_weight=0.0, stop_on_convergence=False, probe_options=dict(settings["probe_options"]),
+        sampler_options={},
+    )
+    config.validate(sweep_kg)
+    _check_names(config)
+    identity = _sweep_settings(settings, kg.name, edges)
+    out = Path(settings["out"])
+    _check_out_dir(out)
+    path = _run_path(out, kg.name, identity, edges.size, n is None and not settings.get("edges_from"))
+    made_by = _command_line(settings, n)
+    if settings.get("export_now"):
+        return _export(path, settings, edges, kg, made_by, passes=None)
+    model = load_model_setting(settings["model"], settings["cache"], settings["model_options"])
+    check_model(config, model)
+    if path.exists():
+        with RunStore.open(path) as ro:
+            recorded = json.loads(ro.meta("sweep") or "null")
+        if recorded != identity:
+            raise InputError(f"{path} holds another sweep (different settings); choose another --out")
+        print(f"kgprobe: continuing the sweep in {path}", file=sys.stderr)
+        run = resume(path, model, lazy=True)
+        store, engine = run.store, run.engine
+    else:
+        store = _open_new_store(path, sweep_kg, config, model, settings["model"])
+        store.set_meta("sweep", json.dumps(identity, sort_keys=True))
+        store.set_meta("sweep_kg_fingerprint", kg_fingerprint(kg))
+        store.set_meta("sweep_made_by", made_by)
+        if settings["model_options"]:
+            store.set_meta("model_options", json.dumps(settings["model_options"], sort_keys=True))
+        from kgprobe.engine import Engine
+
+        try:
+            engine = Engine.from_config(sweep_kg, model, config, store)
+        except BaseException:
+            store.close()
+            raise
+    code = play(engine, store, {"quiet": settings.get("quiet", False), "plain": settings.get("plain", False),
+                                "report": False})
+    if code != 0:
+        return code
+    with RunStore.open(path) as ro:
+        if ro.status != "finished":
+            print(f"kgprobe: the sweep stopped early ({ro.stop_reason}); continue it with the same command",
+                  file=sys.stderr)
+            return 1
+    return _export(path, settings, edges, kg, made_by, passes=passes)
+
+
+def _export(path: Path, settings: dict, edges, kg, made_by: str, *, passes: int | None) -> int:
+    """Write the sweep file of the run at ``path``: ``passes`` passes, or every completed one."""
+    from kgprobe.store import RunStore
+    from kgprobe.sweep import completed_passes, save_sweep, sweep_from_store
+
+    if not path.exists():
+        raise InputError(f"no sweep recorded yet at {path}; run the same command without --export-now first")
+    with RunStore.open(path) as ro:
+        done = completed_passes(ro, edges)
+        if passes is None:
+            passes = done
+        if passes < 1:
+            raise InputError(f"the sweep in {path} has not completed a single pass yet; nothing to export")
+        recorded_by = ro.meta("sweep_made_by") or made_by
+        rounds = ro.history()
+        seconds = float(sum(r["elapsed"] for r in rounds))
+        info = {"run_file": path.name, "rounds": len(rounds), "probe_seconds": round(seconds, 1),
+                "batch_size": ro.config["batch_size"], "recorded": ro.meta("created"),
+                "target_passes": settings["passes"], "completed_passes": done}
+        sweep = sweep_from_store(ro, passes=passes, edges=edges, kg=kg, seed=settings["seed"], made_by=recorded_by,
+                                 info=info)
+    target = Path(settings.get("export") or path.with_suffix(".npz"))
+    save_sweep(sweep, target)
+    note = "" if passes >= settings["passes"] else f" — {passes} of the {settings['passes']} passes asked for"
+    print(f"sweep: {target} ({sweep.describe()}){note}")
+    return 0

@@ -1,0 +1,134 @@
+"""A recorded sweep as an oracle: probing edge j returns one of its recorded real answers.
+
+Each edge of a :class:`~kgprobe.sweep.Sweep` has K recorded verdicts. A replay hands
+them out in a fresh random order per edge and per replay (a seeded permutation of the
+K passes, drawn when the replay starts), without replacement, so the first K probes of
+an edge return exactly its K recorded answers. When an edge's K answers are used up,
+further probes draw one of its K answers uniformly *with* replacement; each such draw
+is counted in :attr:`ReplayOracle.replacement_draws`, so a study can say how much it
+leaned on answers it had already seen.
+
+Why without replacement first: a sampler that probes an edge K times then sees the
+model's actual answer distribution on that edge, and the truth θ_j of a replay study
+is the share of wrong answers over the K passes, which such a sampler then recovers
+exactly, as it would with a live model and many probes. Note the consequence: brute
+force after n ≤ K epochs estimates θ_j from n of K answers drawn without replacement,
+whose variance is the Bernoulli one times (K − n)/(K − 1) — a replay is a little kinder
+to brute force (and to any sampler that spreads its probes) than a live model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kgprobe.errors import InputError
+
+
+class ReplayOracle:
+    """``answer(edges)`` -> recorded verdicts (True = right) of a sweep, replayed.
+
+    ``edges`` are KG edge indices (the sweep's ``edges``); an index not in the sweep is
+    an :class:`InputError`. Seeded: equal ``seed`` and equal call sequence, equal answers.
+    """
+
+    def __init__(self, sweep, seed: int):
+        self.sweep = sweep
+        self.passes = int(sweep.passes)
+        if self.passes < 1:
+            raise InputError("a replay needs a sweep with at least one pass")
+        edges = np.asarray(sweep.edges, dtype=np.int64)
+        size = int(edges.max()) + 1 if edges.size else 0
+        self._row = np.full(size, -1, dtype=np.int64)
+        self._row[edges] = np.arange(edges.size)
+        self._rng = np.random.default_rng(seed)
+        # Row i: the order in which edge i's recorded passes are handed out.
+        self._order = self._rng.permuted(np.tile(np.arange(self.passes), (edges.size, 1)), axis=1)
+        self._used = np.zeros(edges.size, dtype=np.int64)
+        self._correct = np.asarray(sweep.correct, dtype=bool)
+        self.replacement_draws = 0
+        self.draws = 0
+
+    def rows(self, edges: np.ndarray) -> np.ndarray:
+        """Sweep rows of KG edge indices (InputError for an edge the sweep does not hold)."""
+        edges = np.asarray(edges, dtype=np.int64)
+        bad = (edges < 0) | (edges >= self._row.size)
+        rows = np.where(bad, -1, self._row[np.where(bad, 0, edges)])
+        if np.any(rows < 0):
+            raise InputError(f"edge {int(edges[np.flatnonzero(rows < 0)[0]])} is not in the replayed sweep")
+        return rows
+
+    def answer(self, edges: np.ndarray) -> np.ndarray:
+        """One recorded verdict per edge, in order (an edge may appear more than once)."""
+        rows = self.rows(edges)
+        out = np.empty(rows.size, dtype=bool)
+        for i, r in enumerate(rows.tolist()):
+            used = self._used[r]
+            if used < self.passes:
+                k = self._order[r, used]
+            else:
+                k = int(self._rng.integers(self.passes))
+                self.replacement_draws += 1
+            self._used[r] = used + 1
+            out[i] = self._correct[r, k]
+        self.draws += rows.size
+        return out
+
+    @property
+    def used(self) -> np.ndarray:
+        """(E,) answers handed out so far per sweep edge."""
+        return self._used.copy()
+
+
+#: Size of the embedded ``countries`` KG's active set: the graph KGLens-style top-k
+#: (200, 600) and batch (64) are defined for; a sweep of E edges scales them by E / 3,246.
+REFERENCE_EDGES = 3246
+
+
+def scaled(value: float, num_edges: int) -> int:
+    """``value × E / 3,246`` rounded, at least 1: top-k and batch of a sampled sweep."""
+    return max(1, int(round(value * num_edges / REFERENCE_EDGES)))
+
+
+def replay_truth(kg, sweep):
+    """(sweep mapped onto ``kg``'s edge indices, active mask, θ truth per KG edge).
+
+    Only the sweep's edges are active; every other edge stays as dead structure (it is
+    still there for propagation and for pooling over entities).
+    """
+    import dataclasses
+
+    edges = sweep.edges_in(kg)
+    order = np.argsort(edges, kind="stable")
+    if not np.array_equal(edges[order], sweep.edges) or np.any(order != np.arange(order.size)):
+        sweep = dataclasses.replace(
+            sweep, edges=edges[order], correct=sweep.correct[order],
+            gold_logprob=None if sweep.gold_logprob is None else sweep.gold_logprob[order],
+            best_wrong_logprob=None if sweep.best_wrong_logprob is None else sweep.best_wrong_logprob[order],
+            keys=None if sweep.keys is None else sweep.keys[order])
+    active = np.zeros(kg.num_edges, dtype=bool)
+    active[sweep.edges] = True
+    theta = np.zeros(kg.num_edges)
+    theta[sweep.edges] = sweep.theta()
+    return sweep, active, theta
+
+
+def run_replay_study(kg, sweep, *, specs=None, seeds=range(5), epochs: float = 5.0, batch: int | None = None,
+                     top_k=None):
+    """The KGLens study (:func:`kgprobe.simulation.study.run_study`) on a replayed sweep.
+
+    Truth θ_j = share of wrong answers over the sweep's K passes; answers come from a
+    :class:`ReplayOracle` per (configuration, seed) with seed = the study seed, so every
+    configuration sees the same replay order. Defaults scale with the sweep's E edges:
+    batch ``64·E/3,246`` and top-k ``(200·E/3,246, 600·E/3,246)``.
+    """
+    from kgprobe.kg.parameterized import ParameterizedKG
+    from kgprobe.simulation.study import DEFAULT_SPECS, run_study
+
+    sweep, active, theta = replay_truth(kg, sweep)
+    e = sweep.num_edges
+    batch = scaled(64, e) if batch is None else batch
+    top_k = (scaled(200, e), scaled(600, e)) if top_k is None else tuple(top_k)
+    pkg = ParameterizedKG.from_kg(kg)
+    return run_study(pkg.heads, pkg.tails, active, theta, predicates=kg.predicate_of,
+                     specs=DEFAULT_SPECS if specs is None else specs, batch=batch, epochs=epochs,
+                     seeds=seeds, top_k=top_k, oracle=lambda seed: ReplayOracle(sweep, seed))

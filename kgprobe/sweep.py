@@ -1,0 +1,288 @@
+"""Recorded sweeps: every answer a real model gave in K brute-force passes over a set of edges.
+
+A sweep is what ``kgprobe sweep`` records (see :mod:`kgprobe.commands.sweep`): each of
+``E`` edges of a KG probed ``K`` times, each pass in its own seeded order, with fresh
+ZP-LKE examples and distractors (or fresh phrasings) per probe. The compact file keeps,
+per (edge, pass), the verdict and — for scoring methods — the summed log-prob of the
+gold option and of the best wrong option, so studies have a continuous margin as well
+as the verdict. Replaying a sweep (:mod:`kgprobe.simulation.replay`) judges samplers on
+how a real model answers.
+
+File format (``.npz``, written by :func:`save_sweep`, read by :func:`load_sweep`; no
+pickles): arrays ``edges`` (int64, E, sorted), ``keys`` (str, E × 3: subject, predicate,
+object ids of each edge), ``correct`` (bool, E × K), ``gold_logprob`` and
+``best_wrong_logprob`` (float32, E × K; absent for methods that do not score options;
+NaN where a probe had no wrong option) and ``meta`` (a JSON string with the other
+fields). ``format`` in ``meta`` is :data:`SWEEP_FORMAT`.
+
+A sweep is matched to a KG by the KG name and the (subject, predicate, object) ids of
+its edges; the KG's content hash is stored too, and a mismatch is reported as a warning
+(not an error) when every key is found (:meth:`Sweep.edges_in`).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kgprobe.errors import InputError
+
+#: Version of the file layout; bumped when a field changes meaning.
+SWEEP_FORMAT = 1
+#: Directory of the committed sweeps (package data) and the names they are known by.
+SWEEPS_DIR = Path(__file__).parent / "sweeps"
+SWEEP_SUFFIX = ".npz"
+
+
+class SweepMismatchWarning(UserWarning):
+    """A sweep's KG content hash differs from the KG it is used with (all edges still match)."""
+
+
+@dataclass
+class Sweep:
+    """Verdicts (and log-probs) of ``passes`` probes of each of ``edges``; see the module doc."""
+
+    kg: str
+    kg_hash: str
+    method: str
+    probe_options: dict
+    model: str
+    passes: int
+    seed: int
+    edges: np.ndarray
+    correct: np.ndarray
+    gold_logprob: np.ndarray | None
+    best_wrong_logprob: np.ndarray | None
+    made_by: str
+    keys: np.ndarray | None = None
+    """(E, 3) str: subject, predicate, object id of each edge (how a sweep finds its edges in a KG)."""
+    info: dict = field(default_factory=dict)
+    """Free-form provenance: kgprobe version, run file, seconds, recording date, ..."""
+
+    def __post_init__(self):
+        self.edges = np.asarray(self.edges, dtype=np.int64)
+        self.correct = np.asarray(self.correct, dtype=bool)
+        e, k = self.edges.size, int(self.passes)
+        if self.correct.shape != (e, k):
+            raise InputError(f"sweep: correct has shape {self.correct.shape}, expected ({e}, {k})")
+        if e and np.any(np.diff(self.edges) <= 0):
+            raise InputError("sweep: edges must be sorted ascending without duplicates")
+        for name in ("gold_logprob", "best_wrong_logprob"):
+            value = getattr(self, name)
+            if value is not None:
+                value = np.asarray(value, dtype=np.float64)
+                if value.shape != (e, k):
+                    raise InputError(f"sweep: {name} has shape {value.shape}, expected ({e}, {k})")
+                setattr(self, name, value)
+        if self.keys is not None:
+            self.keys = np.asarray(self.keys, dtype=str).reshape(-1, 3)
+            if self.keys.shape[0] != e:
+                raise InputError(f"sweep: {self.keys.shape[0]} edge keys for {e} edges")
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.edges.size)
+
+    def theta(self) -> np.ndarray:
+        """(E,) share of wrong answers over the K passes per edge: the truth θ_j of replay studies."""
+        return 1.0 - self.correct.mean(axis=1)
+
+    def accuracy(self) -> float:
+        """1 − mean θ over the sweep's edges: the KG accuracy truth (over these edges)."""
+        return float(self.correct.mean())
+
+    def margin(self) -> np.ndarray | None:
+        """(E, K) gold log-prob minus best wrong log-prob (> 0: right), or None."""
+        if self.gold_logprob is None or self.best_wrong_logprob is None:
+            return None
+        return self.gold_logprob - self.best_wrong_logprob
+
+    def describe(self) -> str:
+        th = self.theta()
+        return (f"{self.model} on {self.kg}, {self.method}: {self.num_edges} edges x {self.passes} passes, "
+                f"accuracy {self.accuracy():.3f}, always right {np.mean(th == 0):.1%}, "
+                f"always wrong {np.mean(th == 1):.1%}")
+
+    def edges_in(self, kg) -> np.ndarray:
+        """This sweep's edges as edge indices of ``kg``, found by (subject, predicate, object).
+
+        Raises InputError when the KG has another name or lacks an edge; warns
+        (:class:`SweepMismatchWarning`) when only the content hash differs.
+        """
+        if kg.name != self.kg:
+            raise InputError(f"the sweep was recorded on the KG {self.kg!r}, not {kg.name!r}; "
+                             f"use a sweep of {kg.name!r} or the KG {self.kg!r}")
+        if self.keys is None:
+            raise InputError("the sweep has no edge keys, so it cannot be matched to a KG")
+        index = {(kg.triple(j).subject, kg.triple(j).predicate, kg.triple(j).object): j for j in range(kg.num_edges)}
+        out = np.empty(self.num_edges, dtype=np.int64)
+        for i, (s, p, o) in enumerate(self.keys.tolist()):
+            j = index.get((s, p, o))
+            if j is None:
+                raise InputError(f"the sweep's edge ({s}, {p}, {o}) is not in the KG {kg.name!r}: the KG changed "
+                                 "since the sweep was recorded; record the sweep again")
+            out[i] = j
+        from kgprobe.store import kg_fingerprint
+
+        if kg_fingerprint(kg) != self.kg_hash:
+            warnings.warn(f"the KG {kg.name!r} differs from the one the sweep was recorded on (content hash "
+                          f"{self.kg_hash[:12]}…), but every one of its {self.num_edges} edges is still there",
+                          SweepMismatchWarning, stacklevel=2)
+        return out
+
+
+def save_sweep(sweep: Sweep, path) -> None:
+    """Write ``sweep`` as a compressed ``.npz`` (see the module doc); written to a temp file first."""
+    path = Path(path)
+    meta = {
+        "format": SWEEP_FORMAT, "kg": sweep.kg, "kg_hash": sweep.kg_hash, "method": sweep.method,
+        "probe_options": sweep.probe_options, "model": sweep.model, "passes": int(sweep.passes),
+        "seed": int(sweep.seed), "made_by": sweep.made_by, "info": sweep.info,
+    }
+    arrays = {"edges": sweep.edges, "correct": sweep.correct, "meta": np.asarray(json.dumps(meta, sort_keys=True))}
+    if sweep.keys is not None:
+        arrays["keys"] = sweep.keys
+    for name in ("gold_logprob", "best_wrong_logprob"):
+        value = getattr(sweep, name)
+        if value is not None:
+            # float32 keeps ~7 significant digits of a log-prob: plenty for margins, half the size.
+            arrays[name] = value.astype(np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+    tmp.replace(path)
+
+
+def packaged_sweeps() -> dict[str, Path]:
+    """Name -> path of every committed sweep (``kgprobe/sweeps/NAME.npz``)."""
+    if not SWEEPS_DIR.is_dir():
+        return {}
+    return {p.name[: -len(SWEEP_SUFFIX)]: p for p in sorted(SWEEPS_DIR.glob("*" + SWEEP_SUFFIX))}
+
+
+def load_sweep(name_or_path: str | Path) -> Sweep:
+    """A committed sweep by name (``default``, ``gemma3-270m``, …) or a sweep file path."""
+    text = str(name_or_path)
+    packaged = packaged_sweeps()
+    path = packaged.get(text)
+    if path is None:
+        path = Path(text)
+        if not path.is_file():
+            names = ", ".join(packaged) or "none committed"
+            raise InputError(f"no sweep {text!r}: not a committed sweep ({names}) nor an existing file")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path} is not a sweep file (a .npz written by `kgprobe sweep`): {exc}") from None
+    try:
+        meta = json.loads(str(arrays.pop("meta")))
+        if meta.get("format") != SWEEP_FORMAT:
+            raise InputError(f"{path}: sweep format {meta.get('format')!r}, this kgprobe reads {SWEEP_FORMAT}")
+        return Sweep(
+            kg=meta["kg"], kg_hash=meta["kg_hash"], method=meta["method"], probe_options=meta["probe_options"],
+            model=meta["model"], passes=meta["passes"], seed=meta["seed"], edges=arrays["edges"],
+            correct=arrays["correct"], gold_logprob=arrays.get("gold_logprob"),
+            best_wrong_logprob=arrays.get("best_wrong_logprob"), made_by=meta["made_by"], keys=arrays.get("keys"),
+            info=meta.get("info", {}),
+        )
+    except (KeyError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path} is not a complete sweep file (missing {exc})") from None
+
+
+def completed_passes(store, edges: np.ndarray) -> int:
+    """Passes every one of ``edges`` has answered so far in a run store (0 if one has none)."""
+    probed = store.probe_arrays()["edge"]
+    edges = np.asarray(edges, dtype=np.int64)
+    if edges.size == 0:
+        return 0
+    counts = np.bincount(probed, minlength=int(edges.max()) + 1) if probed.size else np.zeros(int(edges.max()) + 1)
+    return int(counts[edges].min())
+
+
+def sweep_from_store(store, *, passes: int, edges: np.ndarray, kg, seed: int, made_by: str, info=None) -> Sweep:
+    """The first ``passes`` answers of each of ``edges`` in a run store, as a :class:`Sweep`.
+
+    ``kg`` is the full KG the edge indices refer to (its fingerprint is the sweep's
+    ``kg_hash``). Probes are taken in (round, position) order, which with the
+    brute-force sampler is pass order; probes past the K-th of an edge (the last round
+    can start pass K + 1) are left out.
+    """
+    from kgprobe.store import kg_fingerprint
+
+    edges = np.asarray(edges, dtype=np.int64)
+    row = {int(e): i for i, e in enumerate(edges)}
+    e, k = edges.size, int(passes)
+    correct = np.zeros((e, k), dtype=bool)
+    gold = np.full((e, k), np.nan)
+    wrong = np.full((e, k), np.nan)
+    seen = np.zeros(e, dtype=np.int64)
+    scoring = False
+    for rec in store.probes():
+        i = row.get(int(rec.edge))
+        if i is None:
+            raise InputError(f"run {store.path} probed edge {rec.edge}, which is not one of the sweep's edges")
+        n = seen[i]
+        if n >= k:
+            continue
+        correct[i, n] = rec.correct
+        if "gold_logprob" in rec.detail:
+            scoring = True
+            gold[i, n] = rec.detail["gold_logprob"]
+            bw = rec.detail.get("best_wrong_logprob")
+            wrong[i, n] = np.nan if bw is None else bw
+        seen[i] = n + 1
+    short = np.flatnonzero(seen < k)
+    if short.size:
+        raise InputError(f"the sweep in {store.path} is not finished: {short.size} of {e} edges have fewer than "
+                         f"{k} answers; continue it with `kgprobe resume {store.path}` or the same sweep command")
+    config = store.config
+    keys = np.asarray([[kg.triple(int(j)).subject, kg.triple(int(j)).predicate, kg.triple(int(j)).object]
+                       for j in edges], dtype=str).reshape(-1, 3)
+    return Sweep(
+        kg=kg.name, kg_hash=kg_fingerprint(kg), method=config["method"], probe_options=config["probe_options"],
+        model=store.model_name, passes=k, seed=seed, edges=edges, correct=correct,
+        gold_logprob=gold if scoring else None, best_wrong_logprob=wrong if scoring else None,
+        made_by=made_by, keys=keys, info={"model_identity": store.model_identity, **dict(info or {})},
+    )
+
+
+def stratified_edges(kg, population: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """``n`` of ``population``'s edges, every predicate in proportion to its share; sorted.
+
+    Allocation: each predicate gets ``n · size / total`` edges rounded down, at least one
+    when ``n`` is at least the number of predicates (so each is represented); the rest go
+    to the largest fractional parts (ties: predicate order in the KG). Within a
+    predicate, the edges are a uniform draw without replacement from
+    ``numpy.random.default_rng(seed)``, predicates taken in KG order.
+    """
+    population = np.unique(np.asarray(population, dtype=np.int64))
+    total = population.size
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= total:
+        raise InputError(f"--edges must be an integer from 1 to the {total} edges available, got {n!r}")
+    if n == total:
+        return population
+    preds = kg.predicate_of[population]
+    ids, sizes = np.unique(preds, return_counts=True)
+    quota = n * sizes / total
+    take = np.floor(quota).astype(np.int64)
+    if n >= ids.size:
+        take = np.maximum(take, 1)
+    frac = quota - np.floor(quota)
+    while take.sum() < n:
+        room = take < sizes
+        i = int(np.flatnonzero(room)[np.argmax(frac[room])])
+        take[i] += 1
+        frac[i] = -1.0
+    while take.sum() > n:
+        # only possible after the "at least one" floor: trim the largest allocations
+        i = int(np.argmax(np.where(take > 1, take - quota, -np.inf)))
+        take[i] -= 1
+    rng = np.random.default_rng(seed)
+    chosen = [rng.choice(population[preds == p], size=int(t), replace=False) for p, t in zip(ids, take) if t]
+    return np.sort(np.concatenate(chosen)).astype(np.int64)

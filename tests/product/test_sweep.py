@@ -1,0 +1,126 @@
+"""``kgprobe sweep`` and ``kgprobe bench efficiency --truth``: recording, kill -9 + resume, bad truths."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kgprobe.cli import main
+from kgprobe.sweep import Sweep, load_sweep, save_sweep
+
+
+def kgprobe(*args, **kw):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.Popen([sys.executable, "-m", "kgprobe.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, **kw)
+
+
+@pytest.fixture(scope="module")
+def tiny_kg_file(tmp_path_factory):
+    """Eight capitals of the embedded countries KG (8 active edges) as a KG file."""
+    from kgprobe.kg.formats import save_kg
+    from kgprobe.sources.embedded import load_embedded_kg
+
+    kg = load_embedded_kg("countries")
+    edges = kg.edges_of_predicate("P36", active_only=True)[:8]
+    path = tmp_path_factory.mktemp("kg") / "capitals8.jsonl"
+    save_kg(kg.subgraph(edges, name="capitals8"), path)
+    return path
+
+
+def sweep_args(kg_file, out, export):
+    return ["sweep", "--kg", str(kg_file), "--passes", "3", "--batch-size", "2", "--seed", "4",
+            "--probe-option", "num_examples=3", "--probe-option", "num_distractors=3",
+            "--out", str(out), "--export", str(export), "--quiet"]
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_resumes_to_the_same_data(tmp_path, tiny_kg_file):
+    from kgprobe.store import RunStore
+
+    ref = kgprobe(*sweep_args(tiny_kg_file, tmp_path / "ref", tmp_path / "ref.npz"))
+    out, err = ref.communicate(timeout=600)
+    assert ref.returncode == 0, err
+    reference = load_sweep(str(tmp_path / "ref.npz"))
+    # 8 edges x 3 passes, every pass probes every edge once; scoring: both log-probs everywhere
+    assert reference.correct.shape == (8, 3) and reference.passes == 3 and reference.kg == "capitals8"
+    assert np.isfinite(reference.gold_logprob).all() and np.isfinite(reference.best_wrong_logprob).all()
+    # the verdict is the argmax: right exactly when the gold option beats the best wrong one
+    assert np.array_equal(reference.correct, reference.gold_logprob > reference.best_wrong_logprob)
+    assert reference.made_by.startswith("kgprobe sweep --kg ") and "--passes 3" in reference.made_by
+
+    # Kill -9 once two of the 12 rounds are committed, then run the same command again.
+    child = kgprobe(*sweep_args(tiny_kg_file, tmp_path / "killed", tmp_path / "killed.npz"))
+    deadline = time.time() + 600
+    committed = 0
+    while time.time() < deadline and child.poll() is None:
+        runs = list((tmp_path / "killed").glob("*.kgrun"))
+        if runs:
+            with RunStore.open(runs[0]) as ro:
+                committed = ro.last_round()
+            if committed >= 2:
+                break
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert 2 <= committed < 12, f"the kill landed after round {committed}"
+    assert not (tmp_path / "killed.npz").exists()
+    again = kgprobe(*sweep_args(tiny_kg_file, tmp_path / "killed", tmp_path / "killed.npz"))
+    out, err = again.communicate(timeout=600)
+    assert again.returncode == 0, err
+    assert "continuing the sweep" in err
+    resumed = load_sweep(str(tmp_path / "killed.npz"))
+    assert resumed.edges.tolist() == reference.edges.tolist()
+    assert np.array_equal(resumed.correct, reference.correct)
+    np.testing.assert_array_equal(resumed.gold_logprob, reference.gold_logprob)
+    np.testing.assert_array_equal(resumed.best_wrong_logprob, reference.best_wrong_logprob)
+
+
+def fake_sweep(path: Path, **kw) -> Path:
+    fields = dict(kg="countries", kg_hash="x", method="zp-lke", probe_options={}, model="m", passes=2, seed=0,
+                  edges=np.array([0, 1]), correct=np.array([[True, False], [True, True]]), gold_logprob=None,
+                  best_wrong_logprob=None, made_by="test")
+    fields.update(kw)
+    save_sweep(Sweep(**fields), path)
+    return path
+
+
+def test_truth_of_another_kg_or_method_is_exit_2(tmp_path, capsys):
+    other_kg = fake_sweep(tmp_path / "kg.npz", kg="nba")
+    assert main(["bench", "efficiency", "--truth", str(other_kg)]) == 2
+    err = capsys.readouterr().err
+    assert "recorded on the KG 'nba', but this study runs on 'countries'" in err and "Traceback" not in err
+    other_method = fake_sweep(tmp_path / "m.npz", method="hgp")
+    assert main(["bench", "efficiency", "--truth", str(other_method)]) == 2
+    assert "recorded with the method 'hgp', but this study is about 'zp-lke'" in capsys.readouterr().err
+    assert main(["bench", "efficiency", "--truth", str(tmp_path / "missing.npz")]) == 2
+    assert "no sweep" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_real_data_study_runs_from_the_repository(capsys):
+    import json
+
+    from kgprobe.simulation.replay import scaled
+    from kgprobe.sweep import packaged_sweeps
+
+    assert {"default", "gemma3-270m", "qwen2.5-coder-0.5b-instruct"} <= set(packaged_sweeps())
+    truth = load_sweep("default")
+    assert truth.kg == "countries" and truth.method == "zp-lke" and truth.model.startswith("smollm2-135m-instruct@")
+    assert truth.probe_options == {"num_examples": 20, "num_distractors": 19}
+    assert main(["bench", "efficiency", "--truth", "default", "--seeds", "1"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["passes"] == truth.passes and out["edges"] == truth.num_edges
+    assert out["k"] == scaled(600, truth.num_edges) and out["accuracy"] == round(truth.accuracy(), 4)
+    assert {"thompson", "kglens-thompson", "kglens-thompson+prop", "brute-force", "focus"} <= set(out["ratios"])
+    # brute force reaches its own reference at 4.5 epochs (or, on a bumpy curve, a little earlier)
+    assert 0.9 <= out["ratios"]["brute-force"] <= 1.0
+    assert out["ratio_best"] == min(r for lab, r in out["ratios"].items() if lab != "brute-force" and r is not None)
+    assert out["replacement_draws"] == sum(out["replacement_draws_by_sampler"].values()) > 0
