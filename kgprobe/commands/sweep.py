@@ -126,6 +126,10 @@ def restricted_kg(kg, edges):
                           name=kg.name, metadata=kg.metadata)
 
 
+#: Options of ``kgprobe sweep`` that ``kgprobe run`` does not have.
+SWEEP_OPTIONS = ("passes", "edges", "edges_from", "export", "export_now")
+
+
 def handle(args: argparse.Namespace) -> int:
     import json
 
@@ -142,7 +146,10 @@ def handle(args: argparse.Namespace) -> int:
 
     prepare_process_for_models()
     _short_warnings()
+    # The sweep's own options are not run settings: resolve the shared ones as `run` does.
+    own = {k: vars(args).pop(k) for k in SWEEP_OPTIONS if k in vars(args)}
     settings = settings_from_args(args)
+    settings.update(own)
     settings.setdefault("out", DEFAULT_OUT)
     passes = settings["passes"]
     if passes < 1:
@@ -178,7 +185,7 @@ def handle(args: argparse.Namespace) -> int:
     made_by = _command_line(settings, n)
     if settings.get("export_now"):
         return _export(path, settings, edges, kg, made_by, passes=None)
-    model = load_model_setting(settings["model"], settings["cache"], settings["model_options"])
+    model = load_model_setting(settings["model"], settings["cache"], settings["model_options"], settings["device"])
     check_model(config, model)
     if path.exists():
         with RunStore.open(path) as ro:
