@@ -627,7 +627,12 @@ def probe(
     for listener in listeners:
         run.subscribe(listener)
     if not lazy:
-        run.finish(progress=progress)
+        try:
+            run.finish(progress=progress)
+        except BaseException:
+            # The run file stays resumable; release it (and its lock) for `resume`.
+            run.close()
+            raise
         if report and run.path != MEMORY:
             from kgprobe.report import write_report
 
@@ -797,5 +802,9 @@ def resume(
     if store.status == "finished" and store.stop_reason in FINAL_REASONS and engine.pending_stop() is not None:
         return run
     if not lazy:
-        run.finish(progress=progress)
+        try:
+            run.finish(progress=progress)
+        except BaseException:
+            run.close()
+            raise
     return run

@@ -113,6 +113,11 @@ INTEGRITY_SCHEME = "sha256-rows-v1"
 #: the engine announces on stderr and waits between logging a round's responses and
 #: committing the round, so that a kill in that window (the replay window) can be aimed at.
 REPLAY_WINDOW_ENV = "KGPROBE_TEST_PAUSE_BEFORE_COMMIT"
+#: Test hook, the fault-injecting write layer: with this environment variable set to
+#: ``ROUND``, committing that round (and every later one) fails as SQLite fails on a full
+#: disk (``database or disk is full``), so the fault suite can aim a full disk at the
+#: middle of a run; a real full disk is hard to time (the KG is most of the file).
+DISK_FULL_ENV = "KGPROBE_TEST_DISK_FULL_AT_ROUND"
 
 
 # -- serialization helpers ---------------------------------------------------------------
@@ -723,6 +728,7 @@ class RunStore:
         if blob is None:
             blob = _pack_arrays(state)
         with self._transaction():
+            _disk_full_hook(record.round)
             self._conn.execute(
                 "INSERT INTO rounds (round, queries, queries_spent, num_requests, replayed, started, elapsed, "
                 "metrics, converged, state_kind, pkg_state, sampler_state, convergence_state, predictions) "
@@ -1158,6 +1164,13 @@ class _Transaction:
             self.conn.execute("ROLLBACK")
         except sqlite3.Error:
             pass  # SQLite already rolled back (disk full, I/O error)
+
+
+def _disk_full_hook(round_: int) -> None:
+    """:data:`DISK_FULL_ENV`: fail this round's commit as a full disk would."""
+    at = os.environ.get(DISK_FULL_ENV)
+    if at and round_ >= int(at):
+        raise sqlite3.OperationalError("database or disk is full")
 
 
 def _write_error(path: str, exc: sqlite3.Error) -> Exception:

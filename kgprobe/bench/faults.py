@@ -482,6 +482,30 @@ def disk_full_case(kind: str) -> tuple[str, CaseFn]:
     return f"disk-full:{kind}", case
 
 
+def disk_full_mid_run_case(at_round: int) -> tuple[str, CaseFn]:
+    """The disk fills up while round ``at_round`` commits (the store's fault-injecting write
+    hook): exit 5 with no "run:" line, then the resume, with the disk freed, ends in the
+    reference run's numbers without asking the model again for what it had answered."""
+    def case(b: Bench) -> Outcome:
+        from kgprobe.store import DISK_FULL_ENV
+
+        name = f"disk-full:mid-run@{at_round}"
+        out = b.root / f"full-mid-{at_round}"
+        out.mkdir(exist_ok=True)
+        res = b.run(out, "ok", env={DISK_FULL_ENV: str(at_round)}, timeout=240)
+        path = _run_file(out)
+        ok = clean_error(res, (5,)) and "run: " not in res.stdout and "disk is full" in res.stderr
+        detail = f"rc={res.rc} {res.stderr.strip()[-160:]}"
+        if ok and path is not None:
+            resumed = b.cli("resume", str(path), "--model", b.model_spec("ok"), "--no-report", "--quiet",
+                            timeout=240)
+            _, data = b.report(path)
+            ok = resumed.rc == 0 and b.same_as_reference(data)
+            detail += f"; resumed rc={resumed.rc} {resumed.stderr.strip()[-200:]}"
+        return Outcome(name, ok, failed=res.crashed, detail=detail, seconds=res.seconds)
+    return f"disk-full:mid-run@{at_round}", case
+
+
 def deleted_file_case(action: str) -> tuple[str, CaseFn]:
     """The run file disappears (or is replaced) during the run: an error, never "run: PATH"."""
     def case(b: Bench) -> Outcome:
@@ -572,7 +596,8 @@ def all_cases(kills: int = 10) -> list[tuple[str, CaseFn]]:
     cases += [flip_case(i, "flip") for i in range(16)] + [flip_case(i, "truncate") for i in range(4)]
     cases += [wal_flip_case(i) for i in range(3)] + [cache_flip_case(i) for i in range(3)]
     cases += [kill_case(i, window=False) for i in range(kills)] + [kill_case(i, window=True) for i in range(3)]
-    cases += [disk_full_case("rlimit"), disk_full_case("rlimit-late"), disk_full_case("tmpfs")]
+    cases += [disk_full_case("rlimit"), disk_full_case("rlimit-late"), disk_full_case("tmpfs"),
+              disk_full_mid_run_case(2), disk_full_mid_run_case(4)]
     cases += [deleted_file_case("delete"), deleted_file_case("replace")]
     cases += [config_case("seed-string", 'seed = "x"\n', "'seed' must be an integer"),
               config_case("tolerance-string", 'convergence_tolerance = "a"\n', "'convergence_tolerance' must be a number"),
