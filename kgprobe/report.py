@@ -298,7 +298,7 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
     ]
     if data.get("prior"):
         pr = data["prior"]
-        settings.append(["prior (item response)", f"{', '.join(pr['sources'])} ({pr['shared_edges']} shared edges)"])
+        status.append(["prior (item response)", f"{', '.join(pr['sources'])} ({pr['shared_edges']} shared edges)"])
     overall = [
         ["KG-level accuracy, unbiased (all active edges)", est_txt],
         ["win rate (probed edges)", _pct(m["win_rate"])],

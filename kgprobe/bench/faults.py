@@ -43,8 +43,11 @@ RUN_ARGS = ["--budget", "40", "--batch-size", "8", "--probe-option", "num_exampl
             "--model-option", "max_retries=3", "--model-option", "timeout=5"]
 ROUNDS = 5
 #: Keys of report JSON that legitimately differ between equal runs (timing, paths).
+#: Report fields that differ between a case and the reference run by design: timings, paths,
+#: the protocol's date, and the model spec (each case talks to its own fault route of the
+#: fake server, e.g. ``…/slow40/v1`` instead of ``…/ok/v1``; the answers are the same).
 VOLATILE = {"elapsed", "replayed", "run", "created", "started", "path", "model_seconds", "seconds", "status",
-            "responses_per_second", "kgprobe_version"}
+            "responses_per_second", "kgprobe_version", "date", "spec"}
 
 
 @dataclass

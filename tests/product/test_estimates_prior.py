@@ -30,8 +30,9 @@ def kgprobe_cli(*args, cwd=None):
 
 
 def test_each_probe_records_its_prediction_and_inclusion_probability(tmp_path, countries, sim_model):
+    # KGLens' own Thompson sampling with propagation (w = 1): its predictions are the PKG's, checked below.
     run = kgprobe.probe(countries, sim_model, budget=64, batch_size=32, seed=0, store=tmp_path / "a.kgrun",
-                        audit_fraction=0.125, design_tilt=0.5)
+                        sampler="kglens-thompson", propagation_weight=1.0, audit_fraction=0.125, design_tilt=0.5)
     # Strict JSON (no NaN / Infinity) with every estimate labelled.
     summary = json.loads(json.dumps(run.summary(), allow_nan=False))
     assert summary["accuracy_estimate"]["basis"] == "design-based"
@@ -58,7 +59,7 @@ def test_each_probe_records_its_prediction_and_inclusion_probability(tmp_path, c
         pkg.load_state_dict(store.pkg_state(1))
         from kgprobe.sampling import make_sampler
 
-        right = predicted_right(pkg, make_sampler("thompson"))
+        right = predicted_right(pkg, make_sampler("kglens-thompson"))
         r2 = probes["round"] == 2
         assert probes["predicted"][r2] == pytest.approx(right[probes["edge"][r2]])
         err = (1 - right) * countries.active

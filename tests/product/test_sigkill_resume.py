@@ -33,7 +33,7 @@ from kgprobe.simulation import theta_for_kg
 from kgprobe.simulation.model import SimulatedModel
 kg = load_embedded_kg("countries")
 model = SimulatedModel(kg, theta_for_kg(kg, seed=3), seed=11)
-run = kgprobe.probe(kg, model, store=sys.argv[1], lazy=True, **{SETTINGS!r})
+run = kgprobe.probe(kg, model, store=sys.argv[1], lazy=True, progress=False, **{SETTINGS!r})
 print("ready", flush=True)
 run.finish()
 print("done", flush=True)
@@ -50,7 +50,9 @@ def snapshot(run):
 @pytest.mark.slow
 def test_sigkill_at_random_moments_then_resume_equals_unbroken(tmp_path, countries, sim_model):
     t0 = time.perf_counter()
-    reference = kgprobe.probe(countries, sim_model, store=tmp_path / "ref.kgrun", **SETTINGS)
+    # The same work as the child's run.finish(): no progress output, no report at the end.
+    reference = kgprobe.probe(countries, sim_model, store=tmp_path / "ref.kgrun", report=False, progress=False,
+                              **SETTINGS)
     duration = time.perf_counter() - t0
     ref_state, ref_probes, ref_history = snapshot(reference)
     assert len(ref_history) == 12
