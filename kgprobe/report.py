@@ -65,16 +65,6 @@ def report_data(run: Run, *, top_entities: int = TOP_ENTITIES, top_weakest: int 
     data["weakest"] = [asdict(w) for w in run.weakest(top_weakest)]
     data["rates_note"] = RATES_NOTE
     data["probes"], data["phrasings"] = _probe_phrasings(run)
-    # Tables and plots rank groups by their accuracy estimate (kgprobe.ranking reads the
-    # ``estimate`` field), falling back to the win rate where a group has none.
-    for key, est_key in (("by_predicate", "estimates_by_predicate"), ("by_group", "estimates_by_group")):
-        estimates = data.get(est_key) or {}
-        if key == "by_predicate":
-            estimates = _by_label(estimates)
-        for name, m in data.get(key, {}).items():
-            e = estimates.get(name)
-            if e and e.get("estimate") is not None:
-                m["estimate"] = e["estimate"]
     return data
 
 
@@ -315,12 +305,12 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
         ("table", "What exactly was measured", ["field", "value"], measured, None),
         ("table", "Run", ["setting", "value"], status, None),
         ("table", "Results", ["metric", "value"], overall, "convergence"),
-        ("table", "Per predicate (lowest estimated accuracy first; chance = a random guess's accuracy)",
+        ("table", "Per predicate (lowest win rate first; chance = a random guess's accuracy)",
          ["predicate", "probed", "active", "chance", "win", "zero-sense", "all-sense", "accuracy (95% CI, basis)"],
          _metric_rows(data["by_predicate"], data["predicate_active_edges"], data.get("predicate_chance") or {},
                       by_pred_est),
          "by_predicate"),
-        ("table", "Per entity group (of the subject; lowest estimated accuracy first)", head,
+        ("table", "Per entity group (of the subject; lowest win rate first)", head,
          _metric_rows(data["by_group"], None, None, by_group_est), "by_group"),
         ("table", f"Per entity (the {len(data['by_entity'])} most-probed subjects; ties by name)", head[:5],
          _metric_rows(data["by_entity"], ranked=False), "heatmap"),

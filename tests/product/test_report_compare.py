@@ -128,10 +128,10 @@ def test_report_files(run_a, tmp_path):
     with open_run(run_a) as run:
         paths = write_report(run, tmp_path / "out")
     md = open(paths["markdown"]).read()
-    # Ranked lowest estimated accuracy first, each predicate with its chance level (the "hard" mix: 25%).
+    # Ranked lowest win rate first, each predicate with its chance level (the "hard" mix: 25%).
     assert "| capital | 2 | 2 | 25.0% | 50.0% | 50.0% | 50.0% |" in md
     order = [md.index(f"| {p} |") for p in ("currency", "country", "capital", "official language")]
-    assert order == sorted(order)  # right 0 of 2, 0 of 1, 1 of 2, 1 of 1: the estimates rank alike
+    assert order == sorted(order)  # win 0% (2 probed), 0% (1 probed), 50%, 100%
     assert md.index("## What exactly was measured") < md.index("## Results")
     assert "| method | hard |" in md
     assert "| country | 5 | 40.0% | 40.0% | 20.0% |" in md  # per-group table
