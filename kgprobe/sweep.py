@@ -252,6 +252,27 @@ def sweep_from_store(store, *, passes: int, edges: np.ndarray, kg, seed: int, ma
     )
 
 
+def _allocation(preds: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Predicate ids, their sizes and how many of ``n`` each gets (see :func:`stratified_edges`)."""
+    total = preds.size
+    ids, sizes = np.unique(preds, return_counts=True)
+    quota = n * sizes / total
+    take = np.floor(quota).astype(np.int64)
+    if n >= ids.size:
+        take = np.maximum(take, 1)
+    frac = quota - np.floor(quota)
+    while take.sum() < n:
+        room = take < sizes
+        i = int(np.flatnonzero(room)[np.argmax(frac[room])])
+        take[i] += 1
+        frac[i] = -1.0
+    while take.sum() > n:
+        # only possible after the "at least one" floor: trim the largest allocations
+        i = int(np.argmax(np.where(take > 1, take - quota, -np.inf)))
+        take[i] -= 1
+    return ids, sizes, take
+
+
 def stratified_edges(kg, population: np.ndarray, n: int, seed: int) -> np.ndarray:
     """``n`` of ``population``'s edges, every predicate in proportion to its share; sorted.
 
@@ -268,21 +289,92 @@ def stratified_edges(kg, population: np.ndarray, n: int, seed: int) -> np.ndarra
     if n == total:
         return population
     preds = kg.predicate_of[population]
-    ids, sizes = np.unique(preds, return_counts=True)
-    quota = n * sizes / total
-    take = np.floor(quota).astype(np.int64)
-    if n >= ids.size:
-        take = np.maximum(take, 1)
-    frac = quota - np.floor(quota)
-    while take.sum() < n:
-        room = take < sizes
-        i = int(np.flatnonzero(room)[np.argmax(frac[room])])
-        take[i] += 1
-        frac[i] = -1.0
-    while take.sum() > n:
-        # only possible after the "at least one" floor: trim the largest allocations
-        i = int(np.argmax(np.where(take > 1, take - quota, -np.inf)))
-        take[i] -= 1
+    ids, _, take = _allocation(preds, n)
     rng = np.random.default_rng(seed)
     chosen = [rng.choice(population[preds == p], size=int(t), replace=False) for p, t in zip(ids, take) if t]
     return np.sort(np.concatenate(chosen)).astype(np.int64)
+
+
+def extension_edges(kg, population: np.ndarray, n: int, seed: int, base: np.ndarray) -> np.ndarray:
+    """The edges to add to ``base`` so that together they are a stratified sample of ``n``; sorted.
+
+    Why: a recorded sweep of a few edges can grow into a larger one without probing its
+    edges again (``kgprobe sweep --extend``), and the larger sample still has every
+    predicate in proportion. ``population`` is every edge the sample may hold (``base``
+    need not be in it: an edge of ``base`` that has since become inactive is kept as
+    recorded). Each predicate's target is :func:`stratified_edges`' allocation of ``n``
+    over ``population ∪ base``; a predicate gets ``target − (its edges in base)`` new
+    edges (none when ``base`` already holds more). Where ``base`` is above its target for
+    some predicate that overshoots ``n``; the excess is taken back, one edge at a time, from
+    the predicate furthest above its quota, keeping each predicate represented while
+    another can give.
+    New edges are uniform draws without replacement from ``numpy.random.default_rng(seed)``
+    outside ``base``, predicates taken in KG order.
+    """
+    base = np.unique(np.asarray(base, dtype=np.int64))
+    pool = np.union1d(np.asarray(population, dtype=np.int64), base)
+    total = pool.size
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not base.size < n <= total:
+        raise InputError(f"--edges must be an integer above the {base.size} edges of the sweep being extended and "
+                         f"at most the {total} edges available, got {n!r}")
+    fresh = np.setdiff1d(pool, base)
+    preds = kg.predicate_of[pool]
+    ids, sizes, take = _allocation(preds, n)
+    have = np.array([np.count_nonzero(kg.predicate_of[base] == p) for p in ids], dtype=np.int64)
+    left = np.array([np.count_nonzero(kg.predicate_of[fresh] == p) for p in ids], dtype=np.int64)
+    add = np.clip(take - have, 0, left)
+    quota = n * sizes / total
+    # add ≥ target − have everywhere, so add.sum() ≥ n − |base|: only an overshoot is possible
+    while add.sum() > n - base.size:
+        # base is over its quota somewhere: take back from the predicate most above its
+        # quota, keeping every predicate represented while another can give
+        can = add > 0
+        if np.any(can & (have + add > 1)):
+            can &= have + add > 1
+        add[int(np.argmax(np.where(can, have + add - quota, -np.inf)))] -= 1
+    rng = np.random.default_rng(seed)
+    fresh_preds = kg.predicate_of[fresh]
+    chosen = [rng.choice(fresh[fresh_preds == p], size=int(t), replace=False) for p, t in zip(ids, add) if t]
+    return np.sort(np.concatenate(chosen)).astype(np.int64)
+
+
+def merge_sweeps(base: Sweep, new: Sweep, *, made_by: str) -> Sweep:
+    """One sweep of ``base``'s and ``new``'s edges: ``new.passes`` answers each (the first of ``base``'s).
+
+    Both must be the same model (weights and settings), KG, method and probe options, on
+    disjoint edges, and ``base`` must have at least ``new.passes`` passes; the merged
+    sweep takes ``new``'s KG hash and seed, and keeps ``base``'s provenance in ``info``.
+    """
+    for name in ("kg", "method", "probe_options", "model"):
+        if getattr(base, name) != getattr(new, name):
+            raise InputError(f"cannot extend the sweep: its {name} is {getattr(base, name)!r}, the new answers' "
+                             f"is {getattr(new, name)!r}")
+    ident_base, ident_new = base.info.get("model_identity"), new.info.get("model_identity")
+    if ident_base and ident_new and ident_base != ident_new:
+        raise InputError(f"cannot extend the sweep: it was recorded with {ident_base}, the new answers with "
+                         f"{ident_new} (another dtype or tokenizer setting); use the same model options")
+    if base.passes < new.passes:
+        raise InputError(f"cannot extend the sweep to {new.passes} passes: it has only {base.passes}")
+    if base.keys is None or new.keys is None:
+        raise InputError("cannot extend a sweep without edge keys")
+    if np.intersect1d(base.edges, new.edges).size:
+        raise InputError("cannot extend the sweep: the new answers repeat some of its edges")
+    k = new.passes
+    edges = np.concatenate([base.edges, new.edges])
+    order = np.argsort(edges, kind="stable")
+
+    def stack(a, b):
+        if a is None or b is None:
+            return None
+        return np.concatenate([np.asarray(a)[:, :k], np.asarray(b)])[order]
+
+    info = dict(new.info)
+    info["extends"] = {"edges": base.num_edges, "passes": base.passes, "kg_hash": base.kg_hash,
+                       "made_by": base.made_by, "info": base.info}
+    return Sweep(
+        kg=new.kg, kg_hash=new.kg_hash, method=new.method, probe_options=new.probe_options, model=new.model,
+        passes=k, seed=new.seed, edges=edges[order], correct=stack(base.correct, new.correct),
+        gold_logprob=stack(base.gold_logprob, new.gold_logprob),
+        best_wrong_logprob=stack(base.best_wrong_logprob, new.best_wrong_logprob), made_by=made_by,
+        keys=np.concatenate([base.keys, new.keys])[order], info=info,
+    )

@@ -5,6 +5,9 @@
 probes every active edge — or, with ``--edges N``, a stratified sample of N edges (every
 predicate in proportion, seeded by ``--seed``; with ``--edges-from SWEEP`` the sample is
 drawn from that sweep's edges, so a second model answers on the same edges) — K times.
+``--extend SWEEP --edges N`` grows a recorded sweep of the same model into a stratified
+sample of N edges that contains it: only the new edges are probed, and the exported file
+holds both (the first K answers of the old edges and the K new ones).
 Each pass is its own seeded random order (the ``brute-force`` sampler with propagation
 off), and every probe draws fresh examples, distractors and phrasings from its own seeded
 generator, so the K answers of an edge are K different questions about the same fact.
@@ -63,6 +66,9 @@ def register(subparsers) -> None:
                    help="a stratified sample of N edges (every predicate in proportion); default: every active edge")
     p.add_argument("--edges-from", metavar="SWEEP",
                    help="draw the edges from this recorded sweep's edges (a name or a .npz path)")
+    p.add_argument("--extend", metavar="SWEEP",
+                   help="grow this recorded sweep (same model, method and probe options) to --edges N edges: "
+                   "probe only the edges it lacks; the export holds all N")
     p.add_argument("--export", metavar="PATH", help="where to write the sweep file (default: the run file's name "
                    "with .npz)")
     p.add_argument("--export-now", action="store_true",
@@ -81,6 +87,7 @@ def _sweep_settings(settings: dict, kg_name: str, edges) -> dict:
         "kg": kg_name, "model": settings["model"], "method": settings["method"],
         "probe_options": settings["probe_options"], "passes": settings["passes"], "seed": settings["seed"],
         "batch_size": settings["batch_size"], "edges": [int(e) for e in edges],
+        **({"extends": settings["extend_made_by"]} if settings.get("extend") else {}),
     }
 
 
@@ -105,6 +112,8 @@ def _command_line(settings: dict, n) -> str:
         parts += ["--edges", str(n)]
     if settings.get("edges_from"):
         parts += ["--edges-from", str(settings["edges_from"])]
+    if settings.get("extend"):
+        parts += ["--extend", str(settings["extend"])]
     parts += ["--seed", str(settings["seed"]), "--batch-size", str(settings["batch_size"])]
     for key, value in sorted(settings["probe_options"].items()):
         parts += ["--probe-option", f"{key}={json.dumps(value)}"]
@@ -127,7 +136,7 @@ def restricted_kg(kg, edges):
 
 
 #: Options of ``kgprobe sweep`` that ``kgprobe run`` does not have.
-SWEEP_OPTIONS = ("passes", "edges", "edges_from", "export", "export_now")
+SWEEP_OPTIONS = ("passes", "edges", "edges_from", "extend", "export", "export_now")
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -142,7 +151,7 @@ def handle(args: argparse.Namespace) -> int:
     )
     from kgprobe.engine import EngineConfig
     from kgprobe.store import RunStore, kg_fingerprint
-    from kgprobe.sweep import load_sweep, stratified_edges
+    from kgprobe.sweep import extension_edges, load_sweep, stratified_edges
 
     prepare_process_for_models()
     _short_warnings()
@@ -164,7 +173,17 @@ def handle(args: argparse.Namespace) -> int:
             raise InputError(f"{outside.size} edges of the sweep {settings['edges_from']!r} are not active in "
                              f"the KG {kg.name!r}")
     n = settings.get("edges")
-    edges = population if n is None else stratified_edges(kg, population, n, settings["seed"])
+    base = None
+    if settings.get("extend"):
+        if settings.get("edges_from") or n is None:
+            raise InputError("--extend needs --edges N (the size of the grown sample) and cannot be combined "
+                             "with --edges-from")
+        base = load_sweep(settings["extend"])
+        _check_extendable(base, settings, kg)
+        settings["extend_made_by"] = base.made_by
+        edges = extension_edges(kg, population, n, settings["seed"], base.edges_in(kg))
+    else:
+        edges = population if n is None else stratified_edges(kg, population, n, settings["seed"])
     edges = np.sort(np.asarray(edges, dtype=np.int64))
     sweep_kg = restricted_kg(kg, edges)
     batch = settings["batch_size"]
@@ -187,6 +206,9 @@ def handle(args: argparse.Namespace) -> int:
         return _export(path, settings, edges, kg, made_by, passes=None)
     model = load_model_setting(settings["model"], settings["cache"], settings["model_options"], settings["device"])
     check_model(config, model)
+    if base is not None and base.info.get("model_identity") not in (None, model.identity):
+        raise InputError(f"--extend: {settings['extend']} was recorded with {base.info['model_identity']}, this "
+                         f"model is {model.identity}; extend it with the same model and model options")
     if path.exists():
         with RunStore.open(path) as ro:
             recorded = json.loads(ro.meta("sweep") or "null")
@@ -221,6 +243,25 @@ def handle(args: argparse.Namespace) -> int:
     return _export(path, settings, edges, kg, made_by, passes=passes)
 
 
+def _check_extendable(base, settings: dict, kg) -> None:
+    """Refuse, before any probing, to extend a sweep the new answers could not be merged with."""
+    if base.kg != kg.name:
+        raise InputError(f"--extend: the sweep was recorded on the KG {base.kg!r}, not {kg.name!r}")
+    if base.method != settings["method"]:
+        raise InputError(f"--extend: the sweep was recorded with --method {base.method}, not {settings['method']}")
+    from kgprobe.settings import probe_option_defaults
+
+    # A sweep file keeps the options its recording resolved; options added to the probe
+    # since then count at their defaults.
+    resolved = {**probe_option_defaults(base.method), **base.probe_options}
+    if resolved != {**probe_option_defaults(base.method), **settings["probe_options"]}:
+        raise InputError(f"--extend: the sweep's probe options are {base.probe_options}, these are "
+                         f"{settings['probe_options']}; use the same --probe-option values")
+    if base.passes < settings["passes"]:
+        raise InputError(f"--extend: the sweep has {base.passes} passes, fewer than the --passes "
+                         f"{settings['passes']} asked for")
+
+
 def _export(path: Path, settings: dict, edges, kg, made_by: str, *, passes: int | None) -> int:
     """Write the sweep file of the run at ``path``: ``passes`` passes, or every completed one."""
     from kgprobe.store import RunStore
@@ -242,6 +283,14 @@ def _export(path: Path, settings: dict, edges, kg, made_by: str, *, passes: int 
                 "target_passes": settings["passes"], "completed_passes": done}
         sweep = sweep_from_store(ro, passes=passes, edges=edges, kg=kg, seed=settings["seed"], made_by=recorded_by,
                                  info=info)
+    if settings.get("extend"):
+        from kgprobe.sweep import load_sweep, merge_sweeps
+
+        from kgprobe.settings import probe_option_defaults
+
+        base = load_sweep(settings["extend"])
+        base.probe_options = {**probe_option_defaults(base.method), **base.probe_options}
+        sweep = merge_sweeps(base, sweep, made_by=recorded_by)
     target = Path(settings.get("export") or path.with_suffix(".npz"))
     save_sweep(sweep, target)
     note = "" if passes >= settings["passes"] else f" — {passes} of the {settings['passes']} passes asked for"
