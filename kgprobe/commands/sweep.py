@@ -7,7 +7,9 @@ predicate in proportion, seeded by ``--seed``; with ``--edges-from SWEEP`` the s
 drawn from that sweep's edges, so a second model answers on the same edges) — K times.
 ``--extend SWEEP --edges N`` grows a recorded sweep of the same model into a stratified
 sample of N edges that contains it: only the new edges are probed, and the exported file
-holds both (the first K answers of the old edges and the K new ones).
+holds both (the first K answers of the old edges and the K new ones). With
+``--edges-from OTHER`` as well, the new edges come from OTHER's: e.g. a second model's
+sweep grown onto the edges of a grown default-model sweep.
 Each pass is its own seeded random order (the ``brute-force`` sampler with propagation
 off), and every probe draws fresh examples, distractors and phrasings from its own seeded
 generator, so the K answers of an edge are K different questions about the same fact.
@@ -170,14 +172,18 @@ def handle(args: argparse.Namespace) -> int:
         population = source.edges_in(kg)
         outside = population[~kg.active[population]]
         if outside.size:
-            raise InputError(f"{outside.size} edges of the sweep {settings['edges_from']!r} are not active in "
-                             f"the KG {kg.name!r}")
+            # e.g. edges of a state that has since been dissolved: no model is asked about them again
+            print(f"kgprobe: warning: {outside.size} edges of the sweep {settings['edges_from']!r} are no longer "
+                  f"active in the KG {kg.name!r}; they are left out", file=sys.stderr)
+            population = population[kg.active[population]]
+            if population.size == 0:
+                raise InputError(f"no edge of the sweep {settings['edges_from']!r} is active in the KG {kg.name!r}")
     n = settings.get("edges")
     base = None
     if settings.get("extend"):
-        if settings.get("edges_from") or n is None:
-            raise InputError("--extend needs --edges N (the size of the grown sample) and cannot be combined "
-                             "with --edges-from")
+        if n is None:
+            raise InputError("--extend needs --edges N (the size of the grown sample, including the sweep's own "
+                             "edges)")
         base = load_sweep(settings["extend"])
         _check_extendable(base, settings, kg)
         settings["extend_made_by"] = base.made_by

@@ -56,6 +56,14 @@ def test_extend_probes_only_the_new_edges_and_exports_all(tmp_path, capitals_fil
     new_edges = np.setdiff1d(merged.edges, base.edges)
     assert sorted(probed.tolist()) == sorted(new_edges.tolist() * 2)
 
+    # A second model would grow its own 3-edge sweep onto the grown sweep's edges with
+    # --edges-from; with the same model that is the same sweep again (nothing new to probe).
+    again = args(capitals_file, tmp_path / "runs", tmp_path / "again.npz", "--edges", "5",
+                 "--extend", str(tmp_path / "base.npz"), "--edges-from", str(tmp_path / "grown.npz"))
+    assert main(again) == 0
+    assert load_sweep(str(tmp_path / "again.npz")).edges.tolist() == merged.edges.tolist()
+    assert len(list((tmp_path / "runs").glob("*.kgrun"))) == 2
+
 
 def test_extend_with_another_protocol_is_exit_2_before_probing(tmp_path, capitals_file, capsys):
     from kgprobe.sweep import Sweep, save_sweep
