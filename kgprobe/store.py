@@ -11,8 +11,10 @@ What a run file holds (format version :data:`FORMAT_VERSION`):
     reports, ``compare`` and ``resume`` need nothing else.
 ``responses``
     every request and response of a round, one row per (round, phase) where phase is
-    ``score`` or ``generate``, written in its own transaction right after the model
-    returns and *before* the parameterized KG is updated from it. ``request_sha`` is the
+    ``score`` or ``generate``, written right after the model returns and *before* the
+    parameterized KG is updated from it, in the round's one transaction
+    (:meth:`RunStore.round_transaction`), which keeps them even when the round's commit
+    fails. ``request_sha`` is the
     SHA-256 of the canonical JSON of the requests, so a resumed run can prove that the
     requests it is about to send are the ones already answered and replay the answers.
 ``rounds``
@@ -43,7 +45,8 @@ What a run file holds (format version :data:`FORMAT_VERSION`):
     (exit 2). A file without ``checks`` (an older kgprobe) is still read: its records are
     decoded and range-checked, and ``kgprobe verify`` says it carries no checksums.
 
-Crash safety: the file is in WAL mode and every write is one transaction, so a process
+Crash safety: the file is in WAL mode and every write is one transaction (a round's
+responses and its record share one), so a process
 killed at any moment (SIGKILL included) leaves the file at the last committed
 transaction. Two runs never share a file; a writer holds an exclusive ``flock`` on its
 run file for its whole life, so resuming a run that is still running is refused instead
@@ -52,6 +55,7 @@ of corrupting it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
@@ -647,7 +651,8 @@ class RunStore:
                 (round_, phase, requests_sha(requests, as_json=as_json), len(requests), blob),
             )
             self._put_check(f"responses:{round_}:{phase}", self._responses_digest(round_, phase))
-        self.check_still_there()
+        if not self._conn.in_transaction:
+            self.check_still_there()
 
     @_reads
     def logged_responses(self, round_: int, phase: str) -> tuple[str, list] | None:
@@ -766,13 +771,8 @@ class RunStore:
                 self._put_check(f"round:{record.round}", digest)
                 self._put_check("head", f"{record.round}:{digest}")
         self._last_state = (record.round, state)
-        # Move committed rounds from the WAL into the main file now (not after 1000
-        # pages): damage to the WAL can then cost at most the uncommitted tail.
-        try:
-            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        except sqlite3.Error:
-            pass  # a busy reader: the next round's checkpoint catches up
-        self.check_still_there()
+        if not self._conn.in_transaction:  # else the round transaction does it after its commit
+            self._after_commit()
 
     @_reads
     def last_round(self) -> int:
@@ -1130,23 +1130,83 @@ class RunStore:
             raise StoreError(f"run file {self.path} is open read-only")
         return _Transaction(self._conn, self.path)
 
+    @contextlib.contextmanager
+    def round_transaction(self):
+        """One transaction for all of a round's writes (its responses, then its commit).
+
+        Inside it, :meth:`log_responses` and :meth:`commit_round` write into this
+        transaction (each as a savepoint) instead of their own, so a round costs one
+        commit. Atomicity is as before: the file holds the round's responses and its
+        record together, or neither, or (after an exception between logging and the
+        round's commit, such as a failed commit or an error in the update) the responses
+        alone: on any exception the responses written so far are committed and the round
+        is not, so the resume replays them. A kill -9 before the commit leaves the last
+        committed round; the resume then asks the model for that round again, which gives
+        the same answers and the same state as an unbroken run.
+        """
+        tx = self._transaction()
+        tx.__enter__()
+        if tx.nested:
+            raise StoreError("a round transaction cannot be nested in another transaction")
+        try:
+            yield self
+        except BaseException:
+            # Keep what was logged (the commit_round savepoint, if it failed, is rolled back).
+            self._last_state = None
+            try:
+                tx.__exit__(None, None, None)
+            except Exception:  # the disk that failed the round may fail this too: nothing kept
+                pass
+            raise
+        try:
+            tx.__exit__(None, None, None)
+        except BaseException:
+            self._last_state = None
+            raise
+        self._after_commit()
+
+    def _after_commit(self) -> None:
+        # Move committed rounds from the WAL into the main file now (not after 1000
+        # pages): damage to the WAL can then cost at most the uncommitted tail.
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error:
+            pass  # a busy reader: the next round's checkpoint catches up
+        self.check_still_there()
+
     def _write(self, sql: str, args: Iterable) -> None:
         with self._transaction():
             self._conn.execute(sql, tuple(args))
 
 
 class _Transaction:
+    """One write transaction; inside an open one (a round's, :meth:`RunStore.round_transaction`)
+    a savepoint instead, so the block is still all-or-nothing within the outer transaction."""
+
     def __init__(self, conn: sqlite3.Connection, path: str):
         self.conn, self.path = conn, path
+        self.nested = False
 
     def __enter__(self):
+        self.nested = self.conn.in_transaction
         try:
-            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("SAVEPOINT nested" if self.nested else "BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise _write_error(self.path, exc) from None
         return self.conn
 
     def __exit__(self, exc_type, exc, tb):
+        if self.nested:
+            try:
+                self.conn.execute("RELEASE nested" if exc_type is None else "ROLLBACK TO nested")
+                if exc_type is not None:
+                    self.conn.execute("RELEASE nested")
+            except sqlite3.Error as err:
+                if exc_type is None:
+                    raise _write_error(self.path, err) from None
+            if isinstance(exc, sqlite3.Error):
+                raise _write_error(self.path, exc) from None
+            return False
         if exc_type is None:
             try:
                 self.conn.execute("COMMIT")
