@@ -15,12 +15,19 @@ backend works in two levels:
    every request's remaining tokens as a prefix tree (options starting with the same
    tokens share those nodes). A 4-D mask lets each node see the family prefix and its
    own ancestors, never a sibling; its position id is its depth. So every distinct token
-   prefix is run once, and the result equals scoring each sequence on its own. Plans,
-   masks and gather indices are numpy array operations (:mod:`kgprobe.models.packing`),
-   turned into tensors on the model's device once per batch.
-3. **Output layer.** The vocabulary log-sum-exp and argmax are computed once per distinct
+   prefix is run once, and the result equals scoring each sequence on its own. A tree's
+   leaves (an option's last token: it predicts nothing and nothing attends to it) are
+   not run at all. Plans, masks and gather indices are numpy array operations
+   (:mod:`kgprobe.models.packing`), turned into tensors on the model's device once per
+   batch. A batch whose chains are long (each fact its own examples) runs in two passes:
+   the chains causally with no mask (SDPA's causal kernel), then the trees over the
+   cached prefix + chain keys with a [tree, keys] mask, instead of one pass under a
+   dense [width, width] mask (measured ~40 % less forward time on 5 facts of 50 × 100).
+3. **Output layer.** The vocabulary log-sum-exp is computed once per distinct
    predicting node (all options of a fact share the node after the context), and each
-   scored token's logit is gathered on its own.
+   scored token's logit is gathered on its own. The argmax (for greedy flags) is found
+   only for nodes where one of their scored tokens lies in the vocabulary slice holding
+   the node's maximum; elsewhere no scored token can be the argmax.
 
 Models with sliding-window attention (e.g. Gemma-3, window 512) use the same path for a
 family whose every sequence fits inside the window: there the window masks nothing, so

@@ -25,7 +25,8 @@ import numpy as np
 
 def trie_size(sequences: Sequence[Sequence[int]]) -> int:
     """Number of distinct non-empty prefixes of ``sequences`` (nodes of their token trie):
-    the fewest tokens a scorer can run for them."""
+    the fewest tokens a scorer that runs every token can run for them (the packed path
+    skips the leaves, which predict nothing)."""
     return build_tree(sequences).size
 
 
