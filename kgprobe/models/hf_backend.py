@@ -636,12 +636,15 @@ class TransformersModel(TokenizedBackend, LanguageModel):
                 used = sum(int((col >= 0).sum()) for col in at_cols)
                 self.tokens_run += used
                 self.tokens_padded += len(batch) * width - used
-                ids_t, pos_t, allowed_t = self._tensors(ids, positions, allowed)
-                cache = _make_cache(prefix_cache, len(batch)) if prefix_cache is not None else None
-                hidden, _ = self._hidden(ids_t, self._float_mask(allowed_t), pos_t, cache=cache,
-                                         use_cache=cache is not None)
-                pool = hidden.reshape(-1, hidden.shape[-1])
                 where = None
+                if width == 0:  # every predicting node lies in the prefix (one-token options after it)
+                    pool = torch.zeros((0, self._model.config.hidden_size), dtype=self.dtype, device=self.device)
+                else:
+                    ids_t, pos_t, allowed_t = self._tensors(ids, positions, allowed)
+                    cache = _make_cache(prefix_cache, len(batch)) if prefix_cache is not None else None
+                    hidden, _ = self._hidden(ids_t, self._float_mask(allowed_t), pos_t, cache=cache,
+                                             use_cache=cache is not None)
+                    pool = hidden.reshape(-1, hidden.shape[-1])
             if n_kept:
                 pool = torch.cat([prefix_hidden, pool])
             entries_pos, entries_tgt = [], []
@@ -685,13 +688,17 @@ class TransformersModel(TokenizedBackend, LanguageModel):
         self.tokens_run += int(split.chain_len.sum()) + run_tree
         self.tokens_padded += int(b * cw - split.chain_len.sum()) + b * tw - run_tree
         cache = _make_cache(prefix_cache, b) if prefix_cache is not None else None
-        ids_t, pos_t = self._tensors(split.chain_ids, split.chain_pos)
-        chain_hidden, cache = self._hidden(ids_t, None, pos_t, cache=cache, use_cache=True)
-        parts = [chain_hidden.reshape(-1, chain_hidden.shape[-1])]
+        parts = []
+        if cw:
+            ids_t, pos_t = self._tensors(split.chain_ids, split.chain_pos)
+            chain_hidden, cache = self._hidden(ids_t, None, pos_t, cache=cache, use_cache=True)
+            parts.append(chain_hidden.reshape(-1, chain_hidden.shape[-1]))
         if tw:
             ids_t, pos_t, allowed_t = self._tensors(split.tree_ids, split.tree_pos, split.tree_allowed)
             tree_hidden, _ = self._hidden(ids_t, self._float_mask(allowed_t), pos_t, cache=cache, use_cache=True)
             parts.append(tree_hidden.reshape(-1, tree_hidden.shape[-1]))
+        if not parts:
+            return torch.zeros((0, self._model.config.hidden_size), dtype=self.dtype, device=self.device), split
         return torch.cat(parts), split
 
     # ------------------------------------------------------------------ generation

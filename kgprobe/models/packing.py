@@ -149,8 +149,12 @@ class Row:
 
     def run_mask(self) -> np.ndarray:
         """Boolean [length]: the row nodes that must be run: the chain, and the tree's internal
-        nodes (:meth:`Tree.internal`; leaves predict nothing and nothing attends to them)."""
-        return np.concatenate([np.ones(self.chain.shape[0], dtype=bool), self.tree.internal()])
+        nodes (:meth:`Tree.internal`; leaves predict nothing and nothing attends to them).
+        With no tree, the chain's last token is the leaf."""
+        chain = np.ones(self.chain.shape[0], dtype=bool)
+        if self.tree.size == 0 and chain.size:
+            chain[-1] = False
+        return np.concatenate([chain, self.tree.internal()])
 
     def node_index(self, member: int, depth: np.ndarray) -> np.ndarray:
         """Row nodes of member ``member`` (its position in ``members``) at token depths
@@ -321,11 +325,13 @@ def split_batch(rows: Sequence[Row], prefix_len: int) -> SplitBatch:
     """The two-pass layout of ``rows`` (see :class:`SplitBatch`); tree leaves are not run
     (:meth:`Tree.internal`), so ``pool_index`` is meant for predicting nodes only."""
     b = len(rows)
-    chain_len = np.fromiter((r.chain.shape[0] for r in rows), dtype=np.int64, count=b)
+    # With no tree, the chain's last token is a leaf: not run.
+    chain_len = np.fromiter((r.chain.shape[0] - (r.tree.size == 0 and r.chain.shape[0] > 0) for r in rows),
+                            dtype=np.int64, count=b)
     keep = [r.tree.internal() for r in rows]
     tree_len = np.fromiter((int(k.sum()) for k in keep), dtype=np.int64, count=b)
     cw, tw = int(chain_len.max(initial=0)), int(tree_len.max(initial=0))
-    chain_ids, _ = padded([r.chain for r in rows], pad=0)
+    chain_ids, _ = padded([r.chain[:c] for r, c in zip(rows, chain_len.tolist())], pad=0)
     chain_pos = np.broadcast_to(prefix_len + np.arange(cw)[None, :], (b, cw)).copy()
     tree_ids = np.zeros((b, tw), dtype=np.int64)
     tree_pos = np.full((b, tw), prefix_len, dtype=np.int64)

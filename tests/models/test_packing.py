@@ -165,3 +165,12 @@ def test_families_split_unrelated_prefixes():
     # Nothing to gain from splitting two groups that share only a short prefix.
     assert families([[1, 2], [1, 3]]) == [[0, 1]]
     assert families([]) == []
+
+
+def test_a_row_without_tree_does_not_run_its_last_chain_token():
+    row = Row(np.array([1, 2, 3]), build_tree([[]]), np.array([0]))
+    assert row.run_mask().tolist() == [True, True, False]
+    split = split_batch([row, group_rows([4, 5], [[6], [7, 8]], [1, 2], max_row=10)[0]], prefix_len=0)
+    assert split.chain_len.tolist() == [2, 2]
+    assert split.chain_ids.tolist() == [[1, 2], [4, 5]]
+    assert split.tree_ids.tolist() == [[0], [7]]
