@@ -591,16 +591,17 @@ class Engine:
                 RuntimeWarning,
                 stacklevel=2,
             )
-        sha = requests_sha(requests)
-        # Answers kept from an earlier attempt at this round that failed part-way.
-        kept = self.store.partial_responses(r, phase, sha)
+        # Answers kept from an earlier attempt at this round that failed part-way (the
+        # requests' hash, a JSON pass over thousands of requests, only when some were kept).
+        sha = requests_sha(requests) if self.store.has_partial_responses(r, phase) else None
+        kept = self.store.partial_responses(r, phase, sha) if sha is not None else {}
         todo = [i for i in range(len(requests)) if i not in kept]
         try:
             fresh = list(call([requests[i] for i in todo])) if todo else []
         except PartialBatchError as exc:
             answered = {**kept, **{todo[i]: v for i, v in exc.answered.items() if 0 <= i < len(todo)}}
             if answered:
-                self.store.log_partial(r, phase, sha, answered)
+                self.store.log_partial(r, phase, sha or requests_sha(requests), answered)
             raise PartialBatchError(
                 f"{exc} ({len(answered)} of {len(requests)} {phase} answers of round {r} are kept in the run "
                 "file; `kgprobe resume` asks only for the rest)", answered) from None

@@ -126,7 +126,9 @@ DISK_FULL_ENV = "KGPROBE_TEST_DISK_FULL_AT_ROUND"
 
 # -- serialization helpers ---------------------------------------------------------------
 def _json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+    # What json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+    # returns, without building a new encoder on every call (a round makes thousands).
+    return _ENCODER.encode(obj)
 
 
 def _json_default(obj: Any):
@@ -185,6 +187,8 @@ def kg_fingerprint(kg: KnowledgeGraph) -> str:
     return hashlib.sha256(_json(kg_to_dict(kg)).encode()).hexdigest()
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_json_default)
+
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
@@ -198,14 +202,46 @@ def request_to_json(req: ScoreRequest | GenerateRequest) -> dict:
     return {name: getattr(req, name) for name in names}
 
 
-def requests_sha(requests: Sequence[ScoreRequest | GenerateRequest], *, as_json: Sequence[dict] | None = None) -> str:
+def requests_sha(requests: Sequence[ScoreRequest | GenerateRequest], *, as_json: Sequence[dict] | None = None,
+                 texts: Sequence[str] | None = None) -> str:
     """SHA-256 over the canonical JSON of a request list (order matters); ``as_json``:
-    the requests already passed through :func:`request_to_json`."""
+    the requests already passed through :func:`request_to_json`; ``texts``: already
+    through :func:`requests_json`."""
+    if texts is None:
+        texts = [_json(obj) for obj in as_json] if as_json is not None else requests_json(requests)
     h = hashlib.sha256()
-    for obj in as_json if as_json is not None else (request_to_json(r) for r in requests):
-        h.update(_json(obj).encode())
+    for text in texts:
+        h.update(text.encode())
         h.update(b"\n")
     return h.hexdigest()
+
+
+def requests_json(requests: Sequence[ScoreRequest | GenerateRequest]) -> list[str]:
+    """``_json(request_to_json(r))`` of every request, the same text, faster: the object is
+    written field by field (sorted names, each value through :func:`_json`), and a value
+    repeated across requests (a fact's context, shared by its 100 options) is encoded once."""
+    out = []
+    memo: dict[tuple, str] = {}
+    heads: dict[type, list[tuple[str, str]]] = {}
+    for req in requests:
+        fields = heads.get(type(req))
+        if fields is None:
+            names = _FIELD_NAMES.get(type(req)) or tuple(f.name for f in dataclasses.fields(req))
+            _FIELD_NAMES[type(req)] = names
+            fields = heads[type(req)] = [(name, _json(name) + ":") for name in sorted(names)]
+        parts = []
+        for name, head in fields:
+            value = getattr(req, name)
+            if isinstance(value, str) and len(value) > 32:
+                key = (value,)
+                text = memo.get(key)
+                if text is None:
+                    text = memo[key] = _json(value)
+            else:
+                text = _json(value)
+            parts.append(head + text)
+        out.append("{" + ",".join(parts) + "}")
+    return out
 
 
 def _response_to_json(resp: ScoreResult | str):
@@ -638,17 +674,22 @@ class RunStore:
         requests: Sequence[ScoreRequest | GenerateRequest],
         responses: Sequence[ScoreResult | str],
     ) -> None:
-        """Persist one round's requests and responses of one phase (``score``/``generate``)."""
-        as_json = [request_to_json(r) for r in requests]
-        payload = {
-            "requests": as_json,
-            "responses": [_response_to_json(r) for r in responses],
-        }
-        blob = zlib.compress(_json(payload).encode(), 6)
+        """Persist one round's requests and responses of one phase (``score``/``generate``).
+
+        The stored JSON is ``{"requests": [...], "responses": [...]}`` with sorted keys, as
+        ``_json`` writes it; it is assembled from each request's text
+        (:func:`requests_json`), which is the same text, computed once for the payload and
+        the request hash. zlib level 1: a round's JSON is mostly each fact's context
+        repeated per option, which the fastest level already compresses ~50×.
+        """
+        texts = requests_json(requests)
+        text = ('{"requests":[' + ",".join(texts) + '],"responses":'
+                + _json([_response_to_json(r) for r in responses]) + "}")
+        blob = zlib.compress(text.encode(), 1)
         with self._transaction():
             self._conn.execute(
                 "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
-                (round_, phase, requests_sha(requests, as_json=as_json), len(requests), blob),
+                (round_, phase, requests_sha(requests, texts=texts), len(requests), blob),
             )
             self._put_check(f"responses:{round_}:{phase}", self._responses_digest(round_, phase))
         if not self._conn.in_transaction:
@@ -691,6 +732,16 @@ class RunStore:
         _digest_rows(h, self._conn.execute("SELECT * FROM partial_responses WHERE round = ? AND phase = ?",
                                            (round_, phase)))
         return h.hexdigest()
+
+    def has_partial_responses(self, round_: int, phase: str) -> bool:
+        """Whether answers of a failed attempt at this round and phase were kept (any requests)."""
+        try:
+            return self._conn.execute("SELECT 1 FROM partial_responses WHERE round = ? AND phase = ?",
+                                      (round_, phase)).fetchone() is not None
+        except sqlite3.OperationalError:  # no such table: nothing was ever kept
+            return False
+        except sqlite3.DatabaseError:  # a damaged record: let partial_responses decide (it ignores it)
+            return True
 
     def partial_responses(self, round_: int, phase: str, request_sha: str) -> dict[int, ScoreResult | str]:
         """Answers kept from a failed attempt at this round and phase with the same requests.
