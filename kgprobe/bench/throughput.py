@@ -28,6 +28,16 @@ bf16 peak for GPUs in :data:`BF16_PEAK_TFLOPS`, CPU seconds next to wall seconds
 load average: the machine may be shared, and a load above the thread count means the
 wall-clock figures are slowed by other processes (the CPU-time figures much less so).
 
+How close the path is to the arithmetic bound: ``positions_per_fact`` (distinct
+predicting positions the output layer ran, per real-run fact), ``output_layer_gflop_per_fact``
+(2 × positions × vocabulary × width), ``output_layer_floor_facts_per_s`` (the backend's own
+exact log-sum-exp over the full vocabulary for those positions, in the run's chunks,
+timed alone on random hidden states: no scoring path can be faster than this),
+``output_layer_gemm_facts_per_s`` (its matrix products alone), ``share_of_floor``
+(facts_per_s ÷ the floor) and ``scoring_breakdown`` (shares of the real-run scoring time:
+tokenize, plan_and_pack, forward, output_layer; on a GPU the phases end where the host
+waits for the device).
+
 ``--model tiny-random`` is a random 2-layer, width-64 Llama with the default tokenizer,
 built locally: the network costs next to nothing, so the figures measure kgprobe's own
 work (tokenization, planning, output layer, engine). The last stdout line is the JSON.
