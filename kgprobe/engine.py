@@ -460,11 +460,32 @@ class Engine:
         score_requests = [req for t in tasks for req in t.score_requests]
         generate_requests = [req for t in tasks for req in t.generate_requests]
         tm = time.perf_counter()
-        scores, replayed_s = self._answer(r, "score", score_requests, self.model.score)
-        generations, replayed_g = self._answer(r, "generate", generate_requests, self.model.generate)
+        scores, replayed_s, new_scores = self._answer(r, "score", score_requests, self.model.score)
+        try:
+            generations, replayed_g, new_generations = self._answer(r, "generate", generate_requests,
+                                                                    self.model.generate)
+        except BaseException:
+            if new_scores:  # keep the score answers already paid for: the resume replays them
+                self.store.log_responses(r, "score", score_requests, scores)
+            raise
         model_seconds = time.perf_counter() - tm
-        _replay_window_hook(r)
+        # The round's one store transaction: its fresh responses (logged before the PKG is
+        # updated from them), then its record. Should anything fail in between, the
+        # transaction still commits the responses (RunStore.round_transaction).
+        with self.store.round_transaction():
+            if new_scores:
+                self.store.log_responses(r, "score", score_requests, scores)
+            if new_generations:
+                self.store.log_responses(r, "generate", generate_requests, generations)
+            _replay_window_hook(r)
+            summary_args = self._finish_round(r, tasks, edges, audit, inclusion, right, predictions, scores,
+                                              generations, score_requests, generate_requests, replayed_s,
+                                              replayed_g, started_wall, t0)
+        return self._summarize(r, model_seconds, *summary_args)
 
+    def _finish_round(self, r, tasks, edges, audit, inclusion, right, predictions, scores, generations,
+                      score_requests, generate_requests, replayed_s, replayed_g, started_wall, t0):
+        """Verify, update the PKG, and commit the round (inside the round's transaction)."""
         verdicts: list[Verdict] = []
         si = gi = 0
         for task in tasks:
@@ -509,6 +530,11 @@ class Engine:
                 predictions=predictions,
             )
         )
+        return edges, correct, audit, queries, num_requests, elapsed, replayed, metrics, newly_converged
+
+    def _summarize(self, r, model_seconds, edges, correct, audit, queries, num_requests, elapsed, replayed,
+                   metrics, newly_converged) -> RoundSummary:
+        cfg = self.config
         summary = RoundSummary(
             round=r,
             edges=edges,
@@ -546,31 +572,36 @@ class Engine:
             seen[edge] = seen.get(edge, 0) + 1
         return out
 
-    def _answer(self, r: int, phase: str, requests: Sequence, call) -> tuple[list, bool]:
-        """Responses for one phase of round ``r``: replayed from the store, else from the model."""
+    def _answer(self, r: int, phase: str, requests: Sequence, call) -> tuple[list, bool, bool]:
+        """Responses for one phase of round ``r``: replayed from the store, else from the model.
+
+        Returns ``(responses, replayed, fresh)``; fresh responses are not logged here: the
+        caller logs them in the round's transaction, before the PKG update.
+        """
         if not requests:
-            return [], False
+            return [], False, False
         logged = self.store.logged_responses(r, phase)
         if logged is not None:
             sha, responses = logged
             if sha == requests_sha(requests) and len(responses) == len(requests):
-                return responses, True
+                return responses, True, False
             warnings.warn(
                 f"round {r}: the {phase} requests logged before the interruption differ from the ones "
                 "rendered now (kgprobe, probe or KG changed?); asking the model again",
                 RuntimeWarning,
                 stacklevel=2,
             )
-        sha = requests_sha(requests)
-        # Answers kept from an earlier attempt at this round that failed part-way.
-        kept = self.store.partial_responses(r, phase, sha)
+        # Answers kept from an earlier attempt at this round that failed part-way (the
+        # requests' hash, a JSON pass over thousands of requests, only when some were kept).
+        sha = requests_sha(requests) if self.store.has_partial_responses(r, phase) else None
+        kept = self.store.partial_responses(r, phase, sha) if sha is not None else {}
         todo = [i for i in range(len(requests)) if i not in kept]
         try:
             fresh = list(call([requests[i] for i in todo])) if todo else []
         except PartialBatchError as exc:
             answered = {**kept, **{todo[i]: v for i, v in exc.answered.items() if 0 <= i < len(todo)}}
             if answered:
-                self.store.log_partial(r, phase, sha, answered)
+                self.store.log_partial(r, phase, sha or requests_sha(requests), answered)
             raise PartialBatchError(
                 f"{exc} ({len(answered)} of {len(requests)} {phase} answers of round {r} are kept in the run "
                 "file; `kgprobe resume` asks only for the rest)", answered) from None
@@ -581,8 +612,7 @@ class Engine:
         answers = dict(kept)
         answers.update(zip(todo, fresh))
         responses = [answers[i] for i in range(len(requests))]
-        self.store.log_responses(r, phase, requests, responses)
-        return responses, False
+        return responses, False, True
 
     # -- predictions and estimates -------------------------------------------------------
     def _predictions(self) -> tuple[np.ndarray, dict]:

@@ -11,8 +11,10 @@ What a run file holds (format version :data:`FORMAT_VERSION`):
     reports, ``compare`` and ``resume`` need nothing else.
 ``responses``
     every request and response of a round, one row per (round, phase) where phase is
-    ``score`` or ``generate``, written in its own transaction right after the model
-    returns and *before* the parameterized KG is updated from it. ``request_sha`` is the
+    ``score`` or ``generate``, written right after the model returns and *before* the
+    parameterized KG is updated from it, in the round's one transaction
+    (:meth:`RunStore.round_transaction`), which keeps them even when the round's commit
+    fails. ``request_sha`` is the
     SHA-256 of the canonical JSON of the requests, so a resumed run can prove that the
     requests it is about to send are the ones already answered and replay the answers.
 ``rounds``
@@ -43,7 +45,8 @@ What a run file holds (format version :data:`FORMAT_VERSION`):
     (exit 2). A file without ``checks`` (an older kgprobe) is still read: its records are
     decoded and range-checked, and ``kgprobe verify`` says it carries no checksums.
 
-Crash safety: the file is in WAL mode and every write is one transaction, so a process
+Crash safety: the file is in WAL mode and every write is one transaction (a round's
+responses and its record share one), so a process
 killed at any moment (SIGKILL included) leaves the file at the last committed
 transaction. Two runs never share a file; a writer holds an exclusive ``flock`` on its
 run file for its whole life, so resuming a run that is still running is refused instead
@@ -52,6 +55,7 @@ of corrupting it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
@@ -122,7 +126,9 @@ DISK_FULL_ENV = "KGPROBE_TEST_DISK_FULL_AT_ROUND"
 
 # -- serialization helpers ---------------------------------------------------------------
 def _json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+    # What json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+    # returns, without building a new encoder on every call (a round makes thousands).
+    return _ENCODER.encode(obj)
 
 
 def _json_default(obj: Any):
@@ -181,6 +187,8 @@ def kg_fingerprint(kg: KnowledgeGraph) -> str:
     return hashlib.sha256(_json(kg_to_dict(kg)).encode()).hexdigest()
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_json_default)
+
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
@@ -194,14 +202,46 @@ def request_to_json(req: ScoreRequest | GenerateRequest) -> dict:
     return {name: getattr(req, name) for name in names}
 
 
-def requests_sha(requests: Sequence[ScoreRequest | GenerateRequest], *, as_json: Sequence[dict] | None = None) -> str:
+def requests_sha(requests: Sequence[ScoreRequest | GenerateRequest], *, as_json: Sequence[dict] | None = None,
+                 texts: Sequence[str] | None = None) -> str:
     """SHA-256 over the canonical JSON of a request list (order matters); ``as_json``:
-    the requests already passed through :func:`request_to_json`."""
+    the requests already passed through :func:`request_to_json`; ``texts``: already
+    through :func:`requests_json`."""
+    if texts is None:
+        texts = [_json(obj) for obj in as_json] if as_json is not None else requests_json(requests)
     h = hashlib.sha256()
-    for obj in as_json if as_json is not None else (request_to_json(r) for r in requests):
-        h.update(_json(obj).encode())
+    for text in texts:
+        h.update(text.encode())
         h.update(b"\n")
     return h.hexdigest()
+
+
+def requests_json(requests: Sequence[ScoreRequest | GenerateRequest]) -> list[str]:
+    """``_json(request_to_json(r))`` of every request, the same text, faster: the object is
+    written field by field (sorted names, each value through :func:`_json`), and a value
+    repeated across requests (a fact's context, shared by its 100 options) is encoded once."""
+    out = []
+    memo: dict[tuple, str] = {}
+    heads: dict[type, list[tuple[str, str]]] = {}
+    for req in requests:
+        fields = heads.get(type(req))
+        if fields is None:
+            names = _FIELD_NAMES.get(type(req)) or tuple(f.name for f in dataclasses.fields(req))
+            _FIELD_NAMES[type(req)] = names
+            fields = heads[type(req)] = [(name, _json(name) + ":") for name in sorted(names)]
+        parts = []
+        for name, head in fields:
+            value = getattr(req, name)
+            if isinstance(value, str) and len(value) > 32:
+                key = (value,)
+                text = memo.get(key)
+                if text is None:
+                    text = memo[key] = _json(value)
+            else:
+                text = _json(value)
+            parts.append(head + text)
+        out.append("{" + ",".join(parts) + "}")
+    return out
 
 
 def _response_to_json(resp: ScoreResult | str):
@@ -634,20 +674,26 @@ class RunStore:
         requests: Sequence[ScoreRequest | GenerateRequest],
         responses: Sequence[ScoreResult | str],
     ) -> None:
-        """Persist one round's requests and responses of one phase (``score``/``generate``)."""
-        as_json = [request_to_json(r) for r in requests]
-        payload = {
-            "requests": as_json,
-            "responses": [_response_to_json(r) for r in responses],
-        }
-        blob = zlib.compress(_json(payload).encode(), 6)
+        """Persist one round's requests and responses of one phase (``score``/``generate``).
+
+        The stored JSON is ``{"requests": [...], "responses": [...]}`` with sorted keys, as
+        ``_json`` writes it; it is assembled from each request's text
+        (:func:`requests_json`), which is the same text, computed once for the payload and
+        the request hash. zlib level 1: a round's JSON is mostly each fact's context
+        repeated per option, which the fastest level already compresses ~50×.
+        """
+        texts = requests_json(requests)
+        text = ('{"requests":[' + ",".join(texts) + '],"responses":'
+                + _json([_response_to_json(r) for r in responses]) + "}")
+        blob = zlib.compress(text.encode(), 1)
         with self._transaction():
             self._conn.execute(
                 "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)",
-                (round_, phase, requests_sha(requests, as_json=as_json), len(requests), blob),
+                (round_, phase, requests_sha(requests, texts=texts), len(requests), blob),
             )
             self._put_check(f"responses:{round_}:{phase}", self._responses_digest(round_, phase))
-        self.check_still_there()
+        if not self._conn.in_transaction:
+            self.check_still_there()
 
     @_reads
     def logged_responses(self, round_: int, phase: str) -> tuple[str, list] | None:
@@ -686,6 +732,16 @@ class RunStore:
         _digest_rows(h, self._conn.execute("SELECT * FROM partial_responses WHERE round = ? AND phase = ?",
                                            (round_, phase)))
         return h.hexdigest()
+
+    def has_partial_responses(self, round_: int, phase: str) -> bool:
+        """Whether answers of a failed attempt at this round and phase were kept (any requests)."""
+        try:
+            return self._conn.execute("SELECT 1 FROM partial_responses WHERE round = ? AND phase = ?",
+                                      (round_, phase)).fetchone() is not None
+        except sqlite3.OperationalError:  # no such table: nothing was ever kept
+            return False
+        except sqlite3.DatabaseError:  # a damaged record: let partial_responses decide (it ignores it)
+            return True
 
     def partial_responses(self, round_: int, phase: str, request_sha: str) -> dict[int, ScoreResult | str]:
         """Answers kept from a failed attempt at this round and phase with the same requests.
@@ -766,13 +822,8 @@ class RunStore:
                 self._put_check(f"round:{record.round}", digest)
                 self._put_check("head", f"{record.round}:{digest}")
         self._last_state = (record.round, state)
-        # Move committed rounds from the WAL into the main file now (not after 1000
-        # pages): damage to the WAL can then cost at most the uncommitted tail.
-        try:
-            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        except sqlite3.Error:
-            pass  # a busy reader: the next round's checkpoint catches up
-        self.check_still_there()
+        if not self._conn.in_transaction:  # else the round transaction does it after its commit
+            self._after_commit()
 
     @_reads
     def last_round(self) -> int:
@@ -1130,23 +1181,83 @@ class RunStore:
             raise StoreError(f"run file {self.path} is open read-only")
         return _Transaction(self._conn, self.path)
 
+    @contextlib.contextmanager
+    def round_transaction(self):
+        """One transaction for all of a round's writes (its responses, then its commit).
+
+        Inside it, :meth:`log_responses` and :meth:`commit_round` write into this
+        transaction (each as a savepoint) instead of their own, so a round costs one
+        commit. Atomicity is as before: the file holds the round's responses and its
+        record together, or neither, or (after an exception between logging and the
+        round's commit, such as a failed commit or an error in the update) the responses
+        alone: on any exception the responses written so far are committed and the round
+        is not, so the resume replays them. A kill -9 before the commit leaves the last
+        committed round; the resume then asks the model for that round again, which gives
+        the same answers and the same state as an unbroken run.
+        """
+        tx = self._transaction()
+        tx.__enter__()
+        if tx.nested:
+            raise StoreError("a round transaction cannot be nested in another transaction")
+        try:
+            yield self
+        except BaseException:
+            # Keep what was logged (the commit_round savepoint, if it failed, is rolled back).
+            self._last_state = None
+            try:
+                tx.__exit__(None, None, None)
+            except Exception:  # the disk that failed the round may fail this too: nothing kept
+                pass
+            raise
+        try:
+            tx.__exit__(None, None, None)
+        except BaseException:
+            self._last_state = None
+            raise
+        self._after_commit()
+
+    def _after_commit(self) -> None:
+        # Move committed rounds from the WAL into the main file now (not after 1000
+        # pages): damage to the WAL can then cost at most the uncommitted tail.
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error:
+            pass  # a busy reader: the next round's checkpoint catches up
+        self.check_still_there()
+
     def _write(self, sql: str, args: Iterable) -> None:
         with self._transaction():
             self._conn.execute(sql, tuple(args))
 
 
 class _Transaction:
+    """One write transaction; inside an open one (a round's, :meth:`RunStore.round_transaction`)
+    a savepoint instead, so the block is still all-or-nothing within the outer transaction."""
+
     def __init__(self, conn: sqlite3.Connection, path: str):
         self.conn, self.path = conn, path
+        self.nested = False
 
     def __enter__(self):
+        self.nested = self.conn.in_transaction
         try:
-            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("SAVEPOINT nested" if self.nested else "BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise _write_error(self.path, exc) from None
         return self.conn
 
     def __exit__(self, exc_type, exc, tb):
+        if self.nested:
+            try:
+                self.conn.execute("RELEASE nested" if exc_type is None else "ROLLBACK TO nested")
+                if exc_type is not None:
+                    self.conn.execute("RELEASE nested")
+            except sqlite3.Error as err:
+                if exc_type is None:
+                    raise _write_error(self.path, err) from None
+            if isinstance(exc, sqlite3.Error):
+                raise _write_error(self.path, exc) from None
+            return False
         if exc_type is None:
             try:
                 self.conn.execute("COMMIT")

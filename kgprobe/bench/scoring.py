@@ -14,9 +14,10 @@ Measured in one run, same model and thread count:
   reuse), what the ZP-LKE reference code does. The naive loop is ~100× slower, so it is
   timed on the first ``--naive-facts`` facts (``naive_facts_measured``) and its facts/s
   extrapolated; log-probs are compared on exactly those facts.
-* ``token_ratio`` = tokens run by the shared path ÷ the minimum, where the minimum is
-  the number of nodes of the token trie of all sequences (shared prefix once, each
-  fact's own tokens once) — computed here independently of the backend's planner.
+* ``token_ratio`` = tokens run by the shared path ÷ the number of nodes of the token
+  trie of all sequences (shared prefix once, each fact's own tokens once) — computed
+  here independently of the backend's planner. The shared path does not run the trie's
+  leaves (an option's last token predicts nothing), so the ratio can be below 1.
 * vLLM facts/s when ``kgprobe.models.vllm_backend.bench_vllm_scoring(facts)`` exists.
 
 The last stdout line is the JSON result.

@@ -28,6 +28,16 @@ bf16 peak for GPUs in :data:`BF16_PEAK_TFLOPS`, CPU seconds next to wall seconds
 load average: the machine may be shared, and a load above the thread count means the
 wall-clock figures are slowed by other processes (the CPU-time figures much less so).
 
+How close the path is to the arithmetic bound: ``positions_per_fact`` (distinct
+predicting positions the output layer ran, per real-run fact), ``output_layer_gflop_per_fact``
+(2 × positions × vocabulary × width), ``output_layer_floor_facts_per_s`` (the backend's own
+exact log-sum-exp over the full vocabulary for those positions, in the run's chunks,
+timed alone on random hidden states: no scoring path can be faster than this),
+``output_layer_gemm_facts_per_s`` (its matrix products alone), ``share_of_floor``
+(facts_per_s ÷ the floor) and ``scoring_breakdown`` (shares of the real-run scoring time:
+tokenize, plan_and_pack, forward, output_layer; on a GPU the phases end where the host
+waits for the device).
+
 ``--model tiny-random`` is a random 2-layer, width-64 Llama with the default tokenizer,
 built locally: the network costs next to nothing, so the figures measure kgprobe's own
 work (tokenization, planning, output layer, engine). The last stdout line is the JSON.
@@ -107,9 +117,88 @@ def _score_workload(scorer, counter, tasks) -> dict:
     requests = [r for t in tasks for r in t.score_requests]
     scorer.score(tasks[0].score_requests)  # warm-up (allocator, kernels); not counted
     counter.tokens_run = 0
+    profiled = hasattr(counter, "phase_seconds")  # the backend counts these; the old path does not
+    if profiled:
+        counter.positions_run = counter.output_layer_calls = 0
+        counter.phase_seconds = dict.fromkeys(counter.phase_seconds, 0.0)
     results, wall, cpu = _timed(lambda: scorer.score(requests))
     return {"results": results, "seconds": wall, "cpu_seconds": cpu, "tokens_run": counter.tokens_run,
+            "positions_run": counter.positions_run if profiled else None,
+            "output_layer_calls": counter.output_layer_calls if profiled else None,
+            "phases": dict(counter.phase_seconds) if profiled else None,
             "facts_per_s": len(tasks) / wall, "facts_per_cpu_s": len(tasks) / cpu}
+
+
+def _breakdown(phases: dict) -> dict:
+    """Shares of the scoring wall time: tokenize, plan_and_pack (everything in ``score`` that
+    is neither tokenization nor the network nor the output layer), forward, output_layer."""
+    total = phases["total"] or 1.0
+    known = phases["tokenize"] + phases["forward"] + phases["output_layer"]
+    shares = {"tokenize": phases["tokenize"], "plan_and_pack": max(phases["total"] - known, 0.0),
+              "forward": phases["forward"], "output_layer": phases["output_layer"]}
+    return {k: round(v / total, 3) for k, v in shares.items()}
+
+
+def _output_layer_floor(model, positions: int, calls: int, facts: int, repeats: int = 3) -> dict:
+    """The output layer alone at the workload's size, timed on its own.
+
+    ``positions`` distinct predicting positions in ``calls`` calls (the real run's count and
+    average chunk; random hidden states, the speed does not depend on the values) go
+    through the backend's own exact log-sum-exp over the full vocabulary (no argmax
+    wanted: the real path finds it only for the few rows that need it), then through the
+    matrix products alone (the same vocabulary slices or row chunks, nothing else). Best
+    of ``repeats``; returns facts/s of each.
+    """
+    import torch
+
+    from kgprobe.models import hf_backend
+
+    head = model.model.get_output_embeddings()
+    weight = head.weight
+    calls = max(calls, 1)
+    chunk = max(-(-positions // calls), 1)
+    sizes = [chunk] * (positions // chunk) + ([positions % chunk] if positions % chunk else [])
+    generator = torch.Generator().manual_seed(0)
+    hidden = torch.randn(chunk, weight.shape[1], generator=generator).to(device=model.device, dtype=model.dtype)
+    none = torch.zeros(0, dtype=torch.long, device=model.device)
+    sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
+    saved = model.positions_run, model.output_layer_calls
+
+    def stats():
+        for n in sizes:
+            model._position_stats(hidden[:n], (none, none))
+
+    if model._vocab_sliced:
+        step = hf_backend._SLICE
+        buf = torch.empty((chunk, step), dtype=weight.dtype)
+
+        def gemm():
+            for n in sizes:
+                for lo in range(0, weight.shape[0], step):
+                    w = weight[lo : lo + step]
+                    torch.mm(hidden[:n], w.T, out=buf[:n, : w.shape[0]])
+    else:
+        rows = model._logit_rows
+
+        def gemm():
+            for n in sizes:
+                for lo in range(0, n, rows):
+                    hidden[lo : min(lo + rows, n)] @ weight.T
+
+    out = {}
+    with torch.inference_mode():
+        for name, fn in (("stats", stats), ("gemm", gemm)):
+            fn()  # warm-up
+            sync()
+            best = float("inf")
+            for _ in range(repeats):
+                start = time.perf_counter()
+                fn()
+                sync()
+                best = min(best, time.perf_counter() - start)
+            out[name] = facts / best
+    model.positions_run, model.output_layer_calls = saved
+    return out
 
 
 def _e2e(model, budget: int, examples: int, options: int, seed: int) -> dict:
@@ -211,6 +300,20 @@ def handle(args) -> int:
         "effective_tflops": round(tflops, 6),
         "bf16_peak_share": None if peak is None else round(tflops / peak, 4),
     }
+    # How close the path is to the arithmetic bound: the output layer alone (exact
+    # log-sum-exp over the full vocabulary, then its matrix products alone) at the real
+    # run's distinct predicting positions, and where the real run's time went.
+    positions = new_real["positions_run"]
+    vocab, width = model.model.get_output_embeddings().weight.shape
+    floor = _output_layer_floor(model, positions, new_real["output_layer_calls"], args.facts)
+    result.update({
+        "positions_per_fact": round(positions / args.facts, 1),
+        "output_layer_gflop_per_fact": round(2 * positions * vocab * width / args.facts / 1e9, 3),
+        "output_layer_floor_facts_per_s": round(floor["stats"], 3),
+        "output_layer_gemm_facts_per_s": round(floor["gemm"], 3),
+        "share_of_floor": round(new_real["facts_per_s"] / floor["stats"], 3),
+        "scoring_breakdown": _breakdown(new_real["phases"]),
+    })
     if peak is None:
         result["bf16_peak_note"] = "no known GPU: the share of bf16 peak applies to GPUs only"
     print(f"  real-run {result['facts_per_s']} facts/s, shared-context {result['shared_facts_per_s']} facts/s",

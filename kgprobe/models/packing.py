@@ -25,7 +25,8 @@ import numpy as np
 
 def trie_size(sequences: Sequence[Sequence[int]]) -> int:
     """Number of distinct non-empty prefixes of ``sequences`` (nodes of their token trie):
-    the fewest tokens a scorer can run for them."""
+    the fewest tokens a scorer that runs every token can run for them (the packed path
+    skips the leaves, which predict nothing)."""
     return build_tree(sequences).size
 
 
@@ -63,6 +64,16 @@ class Tree:
     @property
     def size(self) -> int:
         return int(self.tokens.shape[0])
+
+    def internal(self) -> np.ndarray:
+        """Boolean [n]: nodes with at least one child. A leaf (the last token of its
+        sequences) predicts no scored token and is no other node's ancestor, so it need
+        not be run at all: the scored tokens' log-probs come from internal nodes."""
+        out = np.zeros(self.size, dtype=bool)
+        if self.node_of.shape[1] > 1:
+            parents = self.node_of[:, :-1][self.node_of[:, 1:] >= 0]
+            out[parents] = True
+        return out
 
     def ancestors(self) -> np.ndarray:
         """Boolean [n, n]: ``[i, j]`` when node j is node i or one of its ancestors."""
@@ -135,6 +146,15 @@ class Row:
         out[c:, :c] = True
         out[c:, c:] = self.tree.ancestors()
         return out
+
+    def run_mask(self) -> np.ndarray:
+        """Boolean [length]: the row nodes that must be run: the chain, and the tree's internal
+        nodes (:meth:`Tree.internal`; leaves predict nothing and nothing attends to them).
+        With no tree, the chain's last token is the leaf."""
+        chain = np.ones(self.chain.shape[0], dtype=bool)
+        if self.tree.size == 0 and chain.size:
+            chain[-1] = False
+        return np.concatenate([chain, self.tree.internal()])
 
     def node_index(self, member: int, depth: np.ndarray) -> np.ndarray:
         """Row nodes of member ``member`` (its position in ``members``) at token depths
@@ -239,3 +259,98 @@ def batch_mask(rows: Sequence[Row], prefix_len: int, width: int) -> tuple[np.nda
         positions[r, :n] = prefix_len + row.depths()
         allowed[r, :n, prefix_len : prefix_len + n] = row.allowed()
     return ids, positions, allowed
+
+
+def run_batch_mask(rows: Sequence[Row], prefix_len: int):
+    """:func:`batch_mask` of the nodes that must be run (:meth:`Row.run_mask`: no tree leaves).
+
+    Returns ``(ids, positions, allowed, at)``, ``at[r]`` mapping row r's nodes to their
+    columns (-1 for a leaf, not run).
+    """
+    keep = [row.run_mask() for row in rows]
+    width = max(int(k.sum()) for k in keep)
+    b = len(rows)
+    ids = np.zeros((b, width), dtype=np.int64)
+    positions = np.full((b, width), prefix_len, dtype=np.int64)
+    allowed = np.zeros((b, width, prefix_len + width), dtype=bool)
+    allowed[:, :, :prefix_len] = True
+    diag = np.arange(width)
+    allowed[:, diag, prefix_len + diag] = True
+    at = []
+    for r, (row, k) in enumerate(zip(rows, keep)):
+        n = int(k.sum())
+        ids[r, :n] = row.tokens()[k]
+        positions[r, :n] = prefix_len + row.depths()[k]
+        allowed[r, :n, prefix_len : prefix_len + n] = row.allowed()[np.ix_(k, k)]
+        col = np.cumsum(k) - 1
+        col[~k] = -1
+        at.append(col)
+    return ids, positions, allowed, at
+
+
+@dataclass
+class SplitBatch:
+    """A batch of rows run in two passes: every row's chain causally (no mask needed), then
+    every row's tree (its internal nodes: leaves are not run) over the cached prefix +
+    chain keys with a small mask.
+
+    ``chain_ids``/``chain_pos`` [B, Cw] (right-padded; padding sees only earlier tokens, is
+    never attended from a tree and never read), ``chain_len`` [B];
+    ``tree_ids``/``tree_pos`` [B, Tw]; ``tree_allowed`` [B, Tw, prefix_len + Cw + Tw]: a
+    tree node sees the prefix, its row's real chain tokens and its own tree ancestors;
+    tree padding sees the prefix and itself. ``tree_at[r]``: row r's tree node -> its
+    column among the run tree nodes (-1 for a leaf).
+    """
+
+    chain_ids: np.ndarray
+    chain_pos: np.ndarray
+    chain_len: np.ndarray
+    tree_ids: np.ndarray
+    tree_pos: np.ndarray
+    tree_allowed: np.ndarray
+    tree_at: list
+
+    def pool_index(self, row: int, node: np.ndarray) -> np.ndarray:
+        """Index of (predicting) row node ``node`` of row ``row`` in
+        ``cat(chain outputs [B*Cw], tree outputs [B*Tw])``."""
+        b, cw = self.chain_ids.shape
+        tw = self.tree_ids.shape[1]
+        c = int(self.chain_len[row])
+        at = self.tree_at[row]
+        tree_col = at[np.clip(node - c, 0, max(at.shape[0] - 1, 0))] if at.shape[0] else np.zeros_like(node)
+        return np.where(node < c, row * cw + node, b * cw + row * tw + tree_col)
+
+
+def split_batch(rows: Sequence[Row], prefix_len: int) -> SplitBatch:
+    """The two-pass layout of ``rows`` (see :class:`SplitBatch`); tree leaves are not run
+    (:meth:`Tree.internal`), so ``pool_index`` is meant for predicting nodes only."""
+    b = len(rows)
+    # With no tree, the chain's last token is a leaf: not run.
+    chain_len = np.fromiter((r.chain.shape[0] - (r.tree.size == 0 and r.chain.shape[0] > 0) for r in rows),
+                            dtype=np.int64, count=b)
+    keep = [r.tree.internal() for r in rows]
+    tree_len = np.fromiter((int(k.sum()) for k in keep), dtype=np.int64, count=b)
+    cw, tw = int(chain_len.max(initial=0)), int(tree_len.max(initial=0))
+    chain_ids, _ = padded([r.chain[:c] for r, c in zip(rows, chain_len.tolist())], pad=0)
+    chain_pos = np.broadcast_to(prefix_len + np.arange(cw)[None, :], (b, cw)).copy()
+    tree_ids = np.zeros((b, tw), dtype=np.int64)
+    tree_pos = np.full((b, tw), prefix_len, dtype=np.int64)
+    tree_at = []  # per row: tree node -> its column among the run tree nodes (-1: a leaf, not run)
+    allowed = np.zeros((b, tw, prefix_len + cw + tw), dtype=bool)
+    allowed[:, :, :prefix_len] = True
+    # Real tree nodes see their row's real chain tokens; tree padding sees none of the chain.
+    real = np.arange(tw)[None, :] < tree_len[:, None]
+    allowed[:, :, prefix_len : prefix_len + cw] = real[:, :, None] & (np.arange(cw)[None, :] < chain_len[:, None])[:, None, :]
+    diag = np.arange(tw)
+    allowed[:, diag, prefix_len + cw + diag] = True  # padding: the prefix and itself
+    for r, (row, k) in enumerate(zip(rows, keep)):
+        at = np.cumsum(k) - 1
+        at[~k] = -1
+        tree_at.append(at)
+        t = int(tree_len[r])
+        if t == 0:
+            continue
+        tree_ids[r, :t] = row.tree.tokens[k]
+        tree_pos[r, :t] = prefix_len + chain_len[r] + row.tree.depth[k]
+        allowed[r, :t, prefix_len + cw : prefix_len + cw + t] = row.tree.ancestors()[np.ix_(k, k)]
+    return SplitBatch(chain_ids, chain_pos, chain_len, tree_ids, tree_pos, allowed, tree_at)

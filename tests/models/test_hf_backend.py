@@ -66,19 +66,20 @@ def test_score_matches_plain_forward(tiny, plain):
 
 def test_shared_prefix_runs_each_token_once(tiny):
     # One context, options whose first tokens all differ: the minimum work is the context
-    # once plus each option's own tokens, and that is exactly what is run.
+    # once plus each option's own tokens but its last (a leaf predicts nothing), and that
+    # is exactly what is run.
     options = [" Madrid", " Lisbon", " Berlin is big"]
     model = tiny_model(seed=0)
     context_tokens = len(_ids(model.tokenizer, ZP_CONTEXT))
     option_tokens = [len(model.encode(ZP_CONTEXT, o)[0]) - context_tokens for o in options]
     assert option_tokens == [1, 1, 3]  # " Berlin| is| big"
     model.score([ScoreRequest(ZP_CONTEXT, o) for o in options])
-    assert model.tokens_run == context_tokens + 5
+    assert model.tokens_run == context_tokens + 2  # " Berlin", " is"; not the leaves Madrid, Lisbon, big
 
 
 def test_two_level_sharing_zero_prompt_shape(plain):
     # Two facts after one shared example prefix, each fact's subject shared by its options:
-    # prefix once + each subject once + each option's tokens.
+    # prefix once + each subject once + each option's tokens but its last (a leaf).
     model = tiny_model(seed=0)
     tok = model.tokenizer
     prefix = "France Paris, Germany Berlin, Italy Rome,"
@@ -89,7 +90,7 @@ def test_two_level_sharing_zero_prompt_shape(plain):
     n_subjects = sum(len(_ids(tok, s)) for s in facts)  # " Spain", " Japan": 1 token each
     n_options = sum(len(_ids(tok, o)) for opts in facts.values() for o in opts)
     assert (n_prefix, n_subjects) == (len(_ids(tok, prefix)), 2)
-    assert model.tokens_run == n_prefix + n_subjects + n_options
+    assert model.tokens_run == n_prefix + n_subjects + n_options - 5  # 5 options, 5 leaves
     for request, result in zip(requests, results):
         ids, boundary = model.encode(request.context, request.continuation)
         assert result.token_logprobs == pytest.approx(plain(model.model, ids, boundary)[0], abs=1e-5)
@@ -247,7 +248,7 @@ def test_two_relation_prefixes_in_one_batch(plain):
     singles = [" Spain", " China", " Japan", " Madrid", " Lisbon", " dollar", " euro", " Tokyo"]
     assert all(len(_ids(tok, w)) == 1 for w in singles)
     results = model.score(requests)
-    assert model.tokens_run == n_caps + n_curr + 3 + 5  # 3 subjects, 5 options
+    assert model.tokens_run == n_caps + n_curr + 3  # 3 subjects; the 5 one-token options are leaves
     for request, result in zip(requests, results):
         ids, boundary = model.encode(request.context, request.continuation)
         assert result.token_logprobs == pytest.approx(plain(model.model, ids, boundary)[0], abs=1e-5)
@@ -263,7 +264,7 @@ def test_sliding_window_model_shares_prefix_only_inside_its_window(plain):
     short_context = "France Paris, Spain"  # 4 tokens; + option < 8
     short = [ScoreRequest(short_context, o) for o in (" Madrid", " Lisbon", " Berlin is big")]
     results = model.score(short)
-    assert model.tokens_run == len(_ids(tok, short_context)) + 1 + 1 + 3  # context once
+    assert model.tokens_run == len(_ids(tok, short_context)) + 2  # context once; " Berlin", " is" (no leaves)
     for request, result in zip(short, results):
         ids, boundary = model.encode(request.context, request.continuation)
         assert result.token_logprobs == pytest.approx(plain(model.model, ids, boundary)[0], abs=1e-5)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kgprobe.models.packing import Row, batch_mask, build_tree, families, group_rows, lcp, padded, trie_size
+from kgprobe.models.packing import (Row, batch_mask, build_tree, families, group_rows, lcp, padded, run_batch_mask,
+                                    split_batch, trie_size)
 
 # Trie of these: 5 -> 6 -> {7, 8}, 5 -> 9; the empty sequence adds nothing.
 SEQS = [[5, 6, 7], [5, 6, 8], [5, 9], []]
@@ -116,9 +117,60 @@ def test_batch_mask_pads_to_self_and_prefix():
     ]
 
 
+def test_internal_nodes_are_those_with_a_child():
+    tree = build_tree([[5, 6, 7], [5, 6, 8], [5, 9], [5, 6]])
+    # Nodes in preorder: 5, 6, 7, 8, 9; [5, 6] ends inside [5, 6, 7] (not a leaf).
+    assert tree.tokens.tolist() == [5, 6, 7, 8, 9]
+    assert tree.internal().tolist() == [True, True, False, False, False]
+    assert build_tree([[4]]).internal().tolist() == [False]
+
+
+def test_run_batch_mask_leaves_out_tree_leaves():
+    row = group_rows([1, 2], [[5, 6, 7], [5, 6, 8], [5, 9]], [10, 11, 12], max_row=100)[0]
+    ids, positions, allowed, at = run_batch_mask([row], prefix_len=1)
+    # Row nodes 1 2 | 5 6 7 8 9: the leaves 7, 8, 9 are not run.
+    assert ids.tolist() == [[1, 2, 5, 6]]
+    assert positions.tolist() == [[1, 2, 3, 4]]
+    assert at[0].tolist() == [0, 1, 2, 3, -1, -1, -1]
+    assert allowed[0].astype(int).tolist() == [
+        [1, 1, 0, 0, 0],
+        [1, 1, 1, 0, 0],
+        [1, 1, 1, 1, 0],
+        [1, 1, 1, 1, 1],
+    ]
+
+
+def test_split_batch_runs_chains_then_trees():
+    a = group_rows([1, 2, 3], [[5, 6, 7], [5, 9]], [0, 1], max_row=100)[0]  # tree 5 6 7 9; runs 5 6
+    b = group_rows([4], [[8, 8], [8]], [2, 3], max_row=100)[0]  # tree 8 8; runs 8
+    split = split_batch([a, b], prefix_len=2)
+    assert split.chain_ids.tolist() == [[1, 2, 3], [4, 0, 0]]
+    assert split.chain_pos.tolist() == [[2, 3, 4], [2, 3, 4]]
+    assert split.chain_len.tolist() == [3, 1]
+    assert split.tree_ids.tolist() == [[5, 6], [8, 0]]
+    assert split.tree_pos.tolist() == [[5, 6], [3, 2]]
+    # Keys: prefix (2) | chains (3) | trees (2).
+    assert split.tree_allowed[0].astype(int).tolist() == [[1, 1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1, 1]]
+    assert split.tree_allowed[1].astype(int).tolist() == [[1, 1, 1, 0, 0, 1, 0],  # row b sees its 1 chain token
+                                                          [1, 1, 0, 0, 0, 0, 1]]  # padding: prefix and itself
+    # Outputs are cat(chains [2*3], trees [2*2]): row a's node 2 (chain token 3) is 2, its
+    # tree node 5 (row node 3) is 6 + 0 and 6 (row node 4) 6 + 1; row b's tree node 8 is 6 + 2.
+    assert split.pool_index(0, np.array([2, 3, 4])).tolist() == [2, 6, 7]
+    assert split.pool_index(1, np.array([0, 1])).tolist() == [3, 8]
+
+
 def test_families_split_unrelated_prefixes():
     reps = [[1, 2, 3, 4], [9, 9, 9, 9, 9], [1, 2, 3, 5]]
     assert families(reps) == [[0, 2], [1]]
     # Nothing to gain from splitting two groups that share only a short prefix.
     assert families([[1, 2], [1, 3]]) == [[0, 1]]
     assert families([]) == []
+
+
+def test_a_row_without_tree_does_not_run_its_last_chain_token():
+    row = Row(np.array([1, 2, 3]), build_tree([[]]), np.array([0]))
+    assert row.run_mask().tolist() == [True, True, False]
+    split = split_batch([row, group_rows([4, 5], [[6], [7, 8]], [1, 2], max_row=10)[0]], prefix_len=0)
+    assert split.chain_len.tolist() == [2, 2]
+    assert split.chain_ids.tolist() == [[1, 2], [4, 5]]
+    assert split.tree_ids.tolist() == [[0], [7]]

@@ -31,5 +31,17 @@ def test_bench_throughput_reports_both_paths_which_agree():
     assert result["bf16_peak_share"] is None  # CPU: no bf16 peak to compare with
     assert result["e2e_responses"] == 8
     for key in ("facts_per_s", "shared_facts_per_s", "tokens_per_s", "effective_tflops", "e2e_responses_per_s",
-                "baseline_facts_per_s", "baseline_e2e_responses_per_s", "e2e_cli_defaults_responses_per_s"):
+                "baseline_facts_per_s", "baseline_e2e_responses_per_s", "e2e_cli_defaults_responses_per_s",
+                "output_layer_floor_facts_per_s", "output_layer_gemm_facts_per_s"):
         assert result[key] > 0, key
+    # The floor: the output layer alone at the run's distinct predicting positions (every
+    # one a token that was run; at least one per fact), 2 x positions x vocabulary x width.
+    assert 1 <= result["positions_per_fact"] <= result["tokens_run_per_fact"]
+    assert result["output_layer_gflop_per_fact"] == pytest.approx(
+        2 * result["positions_per_fact"] * 49152 * 64 / 1e9, rel=0.01)
+    assert result["share_of_floor"] == pytest.approx(
+        result["facts_per_s"] / result["output_layer_floor_facts_per_s"], rel=0.01, abs=0.002)
+    breakdown = result["scoring_breakdown"]
+    assert set(breakdown) == {"tokenize", "plan_and_pack", "forward", "output_layer"}
+    assert all(0 <= v <= 1 for v in breakdown.values())
+    assert sum(breakdown.values()) == pytest.approx(1, abs=0.01)
