@@ -246,7 +246,7 @@ def sweep_from_store(store, *, passes: int, edges: np.ndarray, kg, seed: int, ma
                        for j in edges], dtype=str).reshape(-1, 3)
     return Sweep(
         kg=kg.name, kg_hash=kg_fingerprint(kg), method=config["method"], probe_options=config["probe_options"],
-        model=store.model_name, passes=k, seed=seed, edges=edges, correct=correct,
+        model=model_label(store.model_identity or store.model_name), passes=k, seed=seed, edges=edges, correct=correct,
         gold_logprob=gold if scoring else None, best_wrong_logprob=wrong if scoring else None,
         made_by=made_by, keys=keys, info={"model_identity": store.model_identity, **dict(info or {})},
     )
@@ -271,6 +271,14 @@ def _allocation(preds: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.n
         i = int(np.argmax(np.where(take > 1, take - quota, -np.inf)))
         take[i] -= 1
     return ids, sizes, take
+
+
+def model_label(identity: str) -> str:
+    """``name@weights-hash`` of a model identity (``backend:name@hash|setting=…``): what a sweep
+    file calls its model. The run store's display name is not used: it is for people and
+    may change between versions, while a sweep's model must match across recordings."""
+    name = identity.split("|", 1)[0]
+    return name.split(":", 1)[1] if ":" in name else name
 
 
 def stratified_edges(kg, population: np.ndarray, n: int, seed: int) -> np.ndarray:

@@ -96,3 +96,12 @@ def test_merge_refuses_fewer_base_passes_or_shared_edges():
         merge_sweeps(sweep([1], [[1]], 1), sweep([2], [[1, 0]], 2), made_by="x")
     with pytest.raises(InputError, match="repeat some of its edges"):
         merge_sweeps(sweep([1], [[1, 0]], 2), sweep([1, 2], [[1, 0], [0, 0]], 2), made_by="x")
+
+
+def test_a_sweep_names_its_model_by_name_and_weights_hash():
+    from kgprobe.sweep import model_label
+
+    assert model_label("transformers:smollm2-135m-instruct@b179c9523d0e6a0f|dtype=float32|bos=0") == \
+        "smollm2-135m-instruct@b179c9523d0e6a0f"
+    assert model_label("vllm:gemma3-270m@a5fd3b62230aa5ec") == "gemma3-270m@a5fd3b62230aa5ec"
+    assert model_label("plain-name") == "plain-name"
