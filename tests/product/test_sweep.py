@@ -114,7 +114,11 @@ def test_the_real_data_study_runs_from_the_repository(capsys):
     assert {"default", "gemma3-270m", "qwen2.5-coder-0.5b-instruct"} <= set(packaged_sweeps())
     truth = load_sweep("default")
     assert truth.kg == "countries" and truth.method == "zp-lke" and truth.model.startswith("smollm2-135m-instruct@")
-    assert truth.probe_options == {"num_examples": 20, "num_distractors": 19}
+    # the CLI defaults (the file also records the options resolved at their defaults)
+    assert {"num_examples": 20, "num_distractors": 19, "subject_object_sep": "\t", "pair_sep": "\n"}.items() \
+        <= truth.probe_options.items()
+    # grown from the first 100-edge recording with `sweep --extend` (kgprobe/sweeps/README.md)
+    assert (truth.num_edges, truth.passes, truth.info["extends"]["edges"]) == (500, 20, 100)
     assert main(["bench", "efficiency", "--truth", "default", "--seeds", "1"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["passes"] == truth.passes and out["edges"] == truth.num_edges
