@@ -39,11 +39,11 @@ _TOL = 1e-7
 
 def grid_likelihood(grid: np.ndarray, f: np.ndarray, s: np.ndarray) -> np.ndarray:
     """(E × M) ``θ_m^f (1 − θ_m)^s`` per edge, each row scaled by its maximum (0⁰ = 1)."""
-    with np.errstate(divide="ignore"):
-        lw, lr = np.log(grid), np.log1p(-grid)
     f = np.asarray(f, dtype=np.float64)[:, None]
     s = np.asarray(s, dtype=np.float64)[:, None]
-    ll = np.where(f > 0, f * lw[None, :], 0.0) + np.where(s > 0, s * lr[None, :], 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):  # log 0 = -inf; 0 · -inf is masked out below
+        lw, lr = np.log(grid), np.log1p(-grid)
+        ll = np.where(f > 0, f * lw[None, :], 0.0) + np.where(s > 0, s * lr[None, :], 0.0)
     return np.exp(ll - ll.max(axis=1, keepdims=True))
 
 
@@ -107,4 +107,5 @@ class GridPosterior:
 
     def load_state_dict(self, state: dict) -> None:
         self.weights = np.asarray(state["weights"], dtype=np.float64).copy()
+        self.grid = np.linspace(0.0, 1.0, self.weights.size)  # the grid is even, so its size says it all
         self._fitted_at = int(state["fitted_at"])
