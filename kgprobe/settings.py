@@ -40,17 +40,18 @@ RUN_DEFAULTS: dict[str, Any] = {
     "device": "auto",
     "method": "zp-lke",
     # The best sampler on the recorded real answers (kgprobe/sweeps, `kgprobe bench efficiency
-    # --truth`): focus without propagation needed 0.42 of brute force's queries on the default
-    # model's sweep (thompson 0.46) and has the lowest mean over the three committed real
-    # sweeps; see the README, "Samplers on real answers". With the
-    # default audit fraction of 1 every probe is a design draw, so it matters once
-    # --audit-fraction is below 1.
+    # --truth`): focus with propagation weight 1 needed 0.294 of brute force's queries on the
+    # default model's 500-edge sweep (thompson 0.300, focus without propagation 0.403) and has
+    # the lowest mean over the three committed real sweeps (0.280; thompson 0.401); see the
+    # README, "Samplers on real answers". With the default audit fraction of 1 every probe
+    # is a design draw, so the choice matters once --audit-fraction is below 1 (the
+    # propagation weight also shapes the PKG's predictions the estimators use).
     "sampler": "focus",
     "budget": 256,
     "batch_size": 32,
     "max_rounds": None,
     "seed": 0,
-    "propagation_weight": 0.0,  # focus pools on its own; w = 1 is KGLens' (--sampler kglens-thompson)
+    "propagation_weight": 1.0,  # KGLens' one-hop update (see the sampler comment above)
     "convergence_window": 5,
     "convergence_tolerance": 0.01,
     "stop_on_convergence": True,

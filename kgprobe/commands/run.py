@@ -83,7 +83,7 @@ def register(subparsers) -> None:
     s.add_argument("--seed", type=int, default=S,
                    help="random seed of the whole run (default 0); not --seed-entities")
     s.add_argument("--propagation-weight", type=float, default=S,
-                   help="one-hop propagation weight w (default 0; KGLens uses 1)")
+                   help="one-hop propagation weight w (default 1, as KGLens; 0 turns propagation off)")
     s.add_argument("--convergence-window", type=int, default=S, help="rounds in the convergence window (default 5)")
     s.add_argument("--convergence-tolerance", type=float, default=S, help="convergence tolerance (default 0.01)")
     s.add_argument("--no-convergence-stop", dest="stop_on_convergence", action="store_false", default=S,
