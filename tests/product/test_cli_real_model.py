@@ -71,8 +71,13 @@ def test_sigkill_and_ctrl_c_then_resume_equal_an_unbroken_run(tmp_path):
     reference = state_of(only_run(ref_dir))
     assert len(reference[1]) == 4
 
-    # SIGKILL in the middle of round 2 or 3 (after round 1 is committed, plus a random delay).
-    proc = subprocess.Popen(cli("run", *ARGS, "--out", str(kill_dir)), env=ENV, stdout=subprocess.DEVNULL,
+    # Rounds of 8 yes/no probes take about a second now, less than polling the run file can
+    # be relied on to notice: the interrupted runs wait 4 s in round 2 before its commit
+    # (the store's test hook), so each signal lands inside the run, not after it ended.
+    slow_round_2 = dict(ENV, KGPROBE_TEST_PAUSE_BEFORE_COMMIT="4@2")
+
+    # SIGKILL in the middle of round 2 (after round 1 is committed, plus a random delay).
+    proc = subprocess.Popen(cli("run", *ARGS, "--out", str(kill_dir)), env=slow_round_2, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     wait_for_round(kill_dir, 1, proc)
     time.sleep(np.random.default_rng().uniform(0, 3))
@@ -86,7 +91,7 @@ def test_sigkill_and_ctrl_c_then_resume_equal_an_unbroken_run(tmp_path):
     assert_same(reference, state_of(only_run(kill_dir)))
 
     # Ctrl-C: exit 130, a message saying how to resume, and the run resumes to the same end.
-    proc = subprocess.Popen(cli("run", *ARGS, "--out", str(int_dir)), env=ENV, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(cli("run", *ARGS, "--out", str(int_dir)), env=slow_round_2, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     wait_for_round(int_dir, 1, proc)
     proc.send_signal(signal.SIGINT)
