@@ -240,12 +240,19 @@ def families(reps: Sequence[Sequence[int]]) -> list[list[int]]:
     return split(0, len(order)) if reps else []
 
 
-def batch_mask(rows: Sequence[Row], prefix_len: int, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def batch_mask(rows: Sequence[Row], prefix_len: int, width: int | None = None,
+               keep: Sequence[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(ids [B, width], positions [B, width], allowed [B, width, prefix_len + width])``.
 
-    Padding positions see the prefix and themselves only (no row of the mask is empty,
-    so attention stays finite); their outputs are never read.
+    ``keep[r]`` (default: every node) selects the nodes of row r that are laid out, in
+    order; ``width`` defaults to the most kept nodes of a row. Padding positions see the
+    prefix and themselves only (no row of the mask is empty, so attention stays finite);
+    their outputs are never read.
     """
+    if keep is None:
+        keep = [np.ones(row.length, dtype=bool) for row in rows]
+    if width is None:
+        width = max(int(k.sum()) for k in keep)
     b = len(rows)
     ids = np.zeros((b, width), dtype=np.int64)
     positions = np.full((b, width), prefix_len, dtype=np.int64)
@@ -253,11 +260,11 @@ def batch_mask(rows: Sequence[Row], prefix_len: int, width: int) -> tuple[np.nda
     allowed[:, :, :prefix_len] = True
     diag = np.arange(width)
     allowed[:, diag, prefix_len + diag] = True
-    for r, row in enumerate(rows):
-        n = row.length
-        ids[r, :n] = row.tokens()
-        positions[r, :n] = prefix_len + row.depths()
-        allowed[r, :n, prefix_len : prefix_len + n] = row.allowed()
+    for r, (row, k) in enumerate(zip(rows, keep)):
+        n = int(k.sum())
+        ids[r, :n] = row.tokens()[k]
+        positions[r, :n] = prefix_len + row.depths()[k]
+        allowed[r, :n, prefix_len : prefix_len + n] = row.allowed()[np.ix_(k, k)]
     return ids, positions, allowed
 
 
@@ -268,20 +275,9 @@ def run_batch_mask(rows: Sequence[Row], prefix_len: int):
     columns (-1 for a leaf, not run).
     """
     keep = [row.run_mask() for row in rows]
-    width = max(int(k.sum()) for k in keep)
-    b = len(rows)
-    ids = np.zeros((b, width), dtype=np.int64)
-    positions = np.full((b, width), prefix_len, dtype=np.int64)
-    allowed = np.zeros((b, width, prefix_len + width), dtype=bool)
-    allowed[:, :, :prefix_len] = True
-    diag = np.arange(width)
-    allowed[:, diag, prefix_len + diag] = True
+    ids, positions, allowed = batch_mask(rows, prefix_len, keep=keep)
     at = []
-    for r, (row, k) in enumerate(zip(rows, keep)):
-        n = int(k.sum())
-        ids[r, :n] = row.tokens()[k]
-        positions[r, :n] = prefix_len + row.depths()[k]
-        allowed[r, :n, prefix_len : prefix_len + n] = row.allowed()[np.ix_(k, k)]
+    for k in keep:
         col = np.cumsum(k) - 1
         col[~k] = -1
         at.append(col)
