@@ -24,6 +24,14 @@ ARGS = ["--method", "yes-no-logprob", "--batch-size", "8", "--budget", "32", "--
 ENV = dict(os.environ, OMP_NUM_THREADS="2", PYTHONWARNINGS="ignore")
 
 
+def like_a_terminal():
+    """In the child before exec: SIGINT at its default, not blocked. Ignored or blocked signals
+    are inherited across exec, and a long test session may have changed them in pytest's
+    own process; a Ctrl-C from a terminal reaches a process in the default state."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def cli(*args):
     return [sys.executable, "-m", "kgprobe.cli", *args]
 
@@ -92,7 +100,7 @@ def test_sigkill_and_ctrl_c_then_resume_equal_an_unbroken_run(tmp_path):
 
     # Ctrl-C: exit 130, a message saying how to resume, and the run resumes to the same end.
     proc = subprocess.Popen(cli("run", *ARGS, "--out", str(int_dir)), env=slow_round_2, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=like_a_terminal)
     wait_for_round(int_dir, 1, proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=600)
