@@ -192,23 +192,25 @@ _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_json
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def request_to_json(req: ScoreRequest | GenerateRequest) -> dict:
     """The request's fields as a dict, equal to ``dataclasses.asdict`` for these flat
-    requests (their fields are strings, numbers and tuples of strings) at a fraction of
-    its cost: a round logs thousands of them."""
-    names = _FIELD_NAMES.get(type(req))
-    if names is None:
-        names = _FIELD_NAMES[type(req)] = tuple(f.name for f in dataclasses.fields(req))
-    return {name: getattr(req, name) for name in names}
+    requests (their fields are strings, numbers and tuples of strings): the canonical
+    form whose ``_json`` text :func:`requests_json` writes, and the request hash covers."""
+    return {name: getattr(req, name) for name in _field_names(type(req))}
 
 
-def requests_sha(requests: Sequence[ScoreRequest | GenerateRequest], *, as_json: Sequence[dict] | None = None,
-                 texts: Sequence[str] | None = None) -> str:
-    """SHA-256 over the canonical JSON of a request list (order matters); ``as_json``:
-    the requests already passed through :func:`request_to_json`; ``texts``: already
-    through :func:`requests_json`."""
+def requests_sha(requests: Sequence[ScoreRequest | GenerateRequest], *, texts: Sequence[str] | None = None) -> str:
+    """SHA-256 over the canonical JSON of a request list (order matters); ``texts``: the
+    requests already through :func:`requests_json`."""
     if texts is None:
-        texts = [_json(obj) for obj in as_json] if as_json is not None else requests_json(requests)
+        texts = requests_json(requests)
     h = hashlib.sha256()
     for text in texts:
         h.update(text.encode())
@@ -226,9 +228,7 @@ def requests_json(requests: Sequence[ScoreRequest | GenerateRequest]) -> list[st
     for req in requests:
         fields = heads.get(type(req))
         if fields is None:
-            names = _FIELD_NAMES.get(type(req)) or tuple(f.name for f in dataclasses.fields(req))
-            _FIELD_NAMES[type(req)] = names
-            fields = heads[type(req)] = [(name, _json(name) + ":") for name in sorted(names)]
+            fields = heads[type(req)] = [(name, _json(name) + ":") for name in sorted(_field_names(type(req)))]
         parts = []
         for name, head in fields:
             value = getattr(req, name)
@@ -1195,10 +1195,10 @@ class RunStore:
         committed round; the resume then asks the model for that round again, which gives
         the same answers and the same state as an unbroken run.
         """
+        if self._conn.in_transaction:  # checked before opening: a savepoint would be left open
+            raise StoreError("a round transaction cannot be nested in another transaction")
         tx = self._transaction()
         tx.__enter__()
-        if tx.nested:
-            raise StoreError("a round transaction cannot be nested in another transaction")
         try:
             yield self
         except BaseException:

@@ -138,6 +138,34 @@ def test_responses_round_trip_exactly(tmp_path):
     s.close()
 
 
+def test_request_text_is_the_canonical_json_so_older_run_files_still_replay():
+    import hashlib
+    import json
+
+    from kgprobe.store import request_to_json, requests_json
+
+    long_context = "Österreich\tWien\n" * 4 + 'Quote "this" \\ and \u00e9\t'
+    reqs = [ScoreRequest(long_context, " Paris", edge=3), ScoreRequest(long_context, "Bern", edge=4),
+            GenerateRequest("Q: capital?\nA:", max_tokens=5, stop=("\n", "."), edge=0)]
+    # What kgprobe wrote before the text was assembled field by field: json.dumps of the
+    # field dict with sorted keys and no spaces; the hash is over those lines.
+    canonical = [json.dumps(request_to_json(r), sort_keys=True, separators=(",", ":")) for r in reqs]
+    assert requests_json(reqs) == canonical
+    assert requests_sha(reqs) == hashlib.sha256("".join(t + "\n" for t in canonical).encode()).hexdigest()
+
+
+def test_a_round_transaction_inside_another_is_refused_and_leaves_none_open(tmp_path):
+    s = RunStore.create(tmp_path / "r.kgrun", config={}, kg=tiny_kg(), model_identity="m")
+    with s.round_transaction():
+        with pytest.raises(StoreError, match="cannot be nested"):
+            with s.round_transaction():
+                pass
+        s.log_responses(1, "score", [ScoreRequest("France ", "Paris", edge=0)], [ScoreResult((-0.5,), True)])
+    assert not s._conn.in_transaction
+    assert s.logged_responses(1, "score")[1] == [ScoreResult((-0.5,), True)]
+    s.close()
+
+
 def test_newer_format_version_is_refused(tmp_path):
     path = tmp_path / "r.kgrun"
     RunStore.create(path, config={}, kg=tiny_kg(), model_identity="m").close()
