@@ -346,6 +346,14 @@ def extension_edges(kg, population: np.ndarray, n: int, seed: int, base: np.ndar
     return np.sort(np.concatenate(chosen)).astype(np.int64)
 
 
+def resolved_probe_options(method: str, options: dict) -> dict:
+    """``options`` over every default of ``method``'s probe: a sweep file keeps the options
+    its recording resolved, so options added to the probe since then count at their defaults."""
+    from kgprobe.settings import probe_option_defaults
+
+    return {**probe_option_defaults(method), **options}
+
+
 def merge_sweeps(base: Sweep, new: Sweep, *, made_by: str) -> Sweep:
     """One sweep of ``base``'s and ``new``'s edges: ``new.passes`` answers each (the first of ``base``'s).
 
@@ -354,7 +362,10 @@ def merge_sweeps(base: Sweep, new: Sweep, *, made_by: str) -> Sweep:
     sweep takes ``new``'s KG hash and seed, and keeps ``base``'s provenance in ``info``.
     """
     for name in ("kg", "method", "probe_options", "model"):
-        if getattr(base, name) != getattr(new, name):
+        a, b = getattr(base, name), getattr(new, name)
+        if name == "probe_options":
+            a, b = resolved_probe_options(base.method, a), resolved_probe_options(new.method, b)
+        if a != b:
             raise InputError(f"cannot extend the sweep: its {name} is {getattr(base, name)!r}, the new answers' "
                              f"is {getattr(new, name)!r}")
     ident_base, ident_new = base.info.get("model_identity"), new.info.get("model_identity")

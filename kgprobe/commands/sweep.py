@@ -255,12 +255,10 @@ def _check_extendable(base, settings: dict, kg) -> None:
         raise InputError(f"--extend: the sweep was recorded on the KG {base.kg!r}, not {kg.name!r}")
     if base.method != settings["method"]:
         raise InputError(f"--extend: the sweep was recorded with --method {base.method}, not {settings['method']}")
-    from kgprobe.settings import probe_option_defaults
+    from kgprobe.sweep import resolved_probe_options
 
-    # A sweep file keeps the options its recording resolved; options added to the probe
-    # since then count at their defaults.
-    resolved = {**probe_option_defaults(base.method), **base.probe_options}
-    if resolved != {**probe_option_defaults(base.method), **settings["probe_options"]}:
+    if resolved_probe_options(base.method, base.probe_options) != \
+            resolved_probe_options(base.method, settings["probe_options"]):
         raise InputError(f"--extend: the sweep's probe options are {base.probe_options}, these are "
                          f"{settings['probe_options']}; use the same --probe-option values")
     if base.passes < settings["passes"]:
@@ -292,11 +290,7 @@ def _export(path: Path, settings: dict, edges, kg, made_by: str, *, passes: int 
     if settings.get("extend"):
         from kgprobe.sweep import load_sweep, merge_sweeps
 
-        from kgprobe.settings import probe_option_defaults
-
-        base = load_sweep(settings["extend"])
-        base.probe_options = {**probe_option_defaults(base.method), **base.probe_options}
-        sweep = merge_sweeps(base, sweep, made_by=recorded_by)
+        sweep = merge_sweeps(load_sweep(settings["extend"]), sweep, made_by=recorded_by)
     target = Path(settings.get("export") or path.with_suffix(".npz"))
     save_sweep(sweep, target)
     note = "" if passes >= settings["passes"] else f" — {passes} of the {settings['passes']} passes asked for"
