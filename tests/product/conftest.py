@@ -34,3 +34,15 @@ def sim_model(countries, theta):
     from kgprobe.simulation.model import SimulatedModel
 
     return SimulatedModel(countries, theta, seed=11)
+
+
+@pytest.fixture(scope="session")
+def capitals8_file(tmp_path_factory, countries):
+    """Eight capitals of the embedded countries KG (8 active edges, KG name ``capitals8``) as a
+    KG file: a sweep of the real default model over it takes seconds."""
+    from kgprobe.kg.formats import save_kg
+
+    edges = countries.edges_of_predicate("P36", active_only=True)[:8]
+    path = tmp_path_factory.mktemp("kg") / "capitals8.jsonl"
+    save_kg(countries.subgraph(edges, name="capitals8"), path)
+    return path

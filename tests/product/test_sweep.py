@@ -22,19 +22,6 @@ def kgprobe(*args, **kw):
                             stderr=subprocess.PIPE, text=True, env=env, **kw)
 
 
-@pytest.fixture(scope="module")
-def tiny_kg_file(tmp_path_factory):
-    """Eight capitals of the embedded countries KG (8 active edges) as a KG file."""
-    from kgprobe.kg.formats import save_kg
-    from kgprobe.sources.embedded import load_embedded_kg
-
-    kg = load_embedded_kg("countries")
-    edges = kg.edges_of_predicate("P36", active_only=True)[:8]
-    path = tmp_path_factory.mktemp("kg") / "capitals8.jsonl"
-    save_kg(kg.subgraph(edges, name="capitals8"), path)
-    return path
-
-
 def sweep_args(kg_file, out, export):
     return ["sweep", "--kg", str(kg_file), "--passes", "3", "--batch-size", "2", "--seed", "4",
             "--probe-option", "num_examples=3", "--probe-option", "num_distractors=3",
@@ -42,10 +29,10 @@ def sweep_args(kg_file, out, export):
 
 
 @pytest.mark.slow
-def test_a_killed_sweep_resumes_to_the_same_data(tmp_path, tiny_kg_file):
+def test_a_killed_sweep_resumes_to_the_same_data(tmp_path, capitals8_file):
     from kgprobe.store import RunStore
 
-    ref = kgprobe(*sweep_args(tiny_kg_file, tmp_path / "ref", tmp_path / "ref.npz"))
+    ref = kgprobe(*sweep_args(capitals8_file, tmp_path / "ref", tmp_path / "ref.npz"))
     out, err = ref.communicate(timeout=600)
     assert ref.returncode == 0, err
     reference = load_sweep(str(tmp_path / "ref.npz"))
@@ -57,7 +44,7 @@ def test_a_killed_sweep_resumes_to_the_same_data(tmp_path, tiny_kg_file):
     assert reference.made_by.startswith("kgprobe sweep --kg ") and "--passes 3" in reference.made_by
 
     # Kill -9 once two of the 12 rounds are committed, then run the same command again.
-    child = kgprobe(*sweep_args(tiny_kg_file, tmp_path / "killed", tmp_path / "killed.npz"))
+    child = kgprobe(*sweep_args(capitals8_file, tmp_path / "killed", tmp_path / "killed.npz"))
     deadline = time.time() + 600
     committed = 0
     while time.time() < deadline and child.poll() is None:
@@ -72,7 +59,7 @@ def test_a_killed_sweep_resumes_to_the_same_data(tmp_path, tiny_kg_file):
     child.wait()
     assert 2 <= committed < 12, f"the kill landed after round {committed}"
     assert not (tmp_path / "killed.npz").exists()
-    again = kgprobe(*sweep_args(tiny_kg_file, tmp_path / "killed", tmp_path / "killed.npz"))
+    again = kgprobe(*sweep_args(capitals8_file, tmp_path / "killed", tmp_path / "killed.npz"))
     out, err = again.communicate(timeout=600)
     assert again.returncode == 0, err
     assert "continuing the sweep" in err

@@ -9,19 +9,6 @@ from kgprobe.cli import main
 from kgprobe.sweep import load_sweep
 
 
-@pytest.fixture(scope="module")
-def capitals_file(tmp_path_factory):
-    """Eight capitals of the embedded countries KG (8 active edges) as a KG file."""
-    from kgprobe.kg.formats import save_kg
-    from kgprobe.sources.embedded import load_embedded_kg
-
-    kg = load_embedded_kg("countries")
-    edges = kg.edges_of_predicate("P36", active_only=True)[:8]
-    path = tmp_path_factory.mktemp("kg") / "capitals8.jsonl"
-    save_kg(kg.subgraph(edges, name="capitals8"), path)
-    return path
-
-
 def args(kg_file, out, export, *more):
     return ["sweep", "--kg", str(kg_file), "--passes", "2", "--batch-size", "4", "--seed", "0",
             "--probe-option", "num_examples=3", "--probe-option", "num_distractors=3",
@@ -29,15 +16,15 @@ def args(kg_file, out, export, *more):
 
 
 @pytest.mark.slow
-def test_extend_probes_only_the_new_edges_and_exports_all(tmp_path, capitals_file, capsys):
+def test_extend_probes_only_the_new_edges_and_exports_all(tmp_path, capitals8_file, capsys):
     from kgprobe.store import RunStore
 
-    assert main(args(capitals_file, tmp_path / "runs", tmp_path / "base.npz", "--edges", "3")) == 0
+    assert main(args(capitals8_file, tmp_path / "runs", tmp_path / "base.npz", "--edges", "3")) == 0
     base = load_sweep(str(tmp_path / "base.npz"))
     assert base.num_edges == 3 and base.passes == 2
     capsys.readouterr()
 
-    grown = args(capitals_file, tmp_path / "runs", tmp_path / "grown.npz", "--edges", "5",
+    grown = args(capitals8_file, tmp_path / "runs", tmp_path / "grown.npz", "--edges", "5",
                  "--extend", str(tmp_path / "base.npz"))
     assert main(grown) == 0
     merged = load_sweep(str(tmp_path / "grown.npz"))
@@ -58,24 +45,24 @@ def test_extend_probes_only_the_new_edges_and_exports_all(tmp_path, capitals_fil
 
     # A second model would grow its own 3-edge sweep onto the grown sweep's edges with
     # --edges-from; with the same model that is the same sweep again (nothing new to probe).
-    again = args(capitals_file, tmp_path / "runs", tmp_path / "again.npz", "--edges", "5",
+    again = args(capitals8_file, tmp_path / "runs", tmp_path / "again.npz", "--edges", "5",
                  "--extend", str(tmp_path / "base.npz"), "--edges-from", str(tmp_path / "grown.npz"))
     assert main(again) == 0
     assert load_sweep(str(tmp_path / "again.npz")).edges.tolist() == merged.edges.tolist()
     assert len(list((tmp_path / "runs").glob("*.kgrun"))) == 2
 
 
-def test_extend_with_another_protocol_is_exit_2_before_probing(tmp_path, capitals_file, capsys):
+def test_extend_with_another_protocol_is_exit_2_before_probing(tmp_path, capitals8_file, capsys):
     from kgprobe.sweep import Sweep, save_sweep
 
     base = Sweep(kg="capitals8", kg_hash="x", method="zp-lke", probe_options={"num_examples": 7}, model="m", passes=2,
                  seed=0, edges=np.array([0]), correct=np.array([[True, False]]), gold_logprob=None,
                  best_wrong_logprob=None, made_by="test", keys=np.array([["a", "b", "c"]]))
     save_sweep(base, tmp_path / "base.npz")
-    code = main(args(capitals_file, tmp_path / "runs", tmp_path / "grown.npz", "--edges", "4",
+    code = main(args(capitals8_file, tmp_path / "runs", tmp_path / "grown.npz", "--edges", "4",
                      "--extend", str(tmp_path / "base.npz")))
     err = capsys.readouterr().err
     assert code == 2 and "--extend: the sweep's probe options" in err and "Traceback" not in err
     assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").glob("*.kgrun"))
-    assert main(args(capitals_file, tmp_path / "runs", tmp_path / "g.npz", "--extend", str(tmp_path / "base.npz"))) == 2
+    assert main(args(capitals8_file, tmp_path / "runs", tmp_path / "g.npz", "--extend", str(tmp_path / "base.npz"))) == 2
     assert "--extend needs --edges N" in capsys.readouterr().err
