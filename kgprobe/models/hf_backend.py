@@ -638,7 +638,7 @@ class TransformersModel(TokenizedBackend, LanguageModel):
                 self.tokens_padded += len(batch) * width - used
                 where = None
                 if width == 0:  # every predicting node lies in the prefix (one-token options after it)
-                    pool = torch.zeros((0, self._model.config.hidden_size), dtype=self.dtype, device=self.device)
+                    pool = self._no_outputs()
                 else:
                     ids_t, pos_t, allowed_t = self._tensors(ids, positions, allowed)
                     cache = _make_cache(prefix_cache, len(batch)) if prefix_cache is not None else None
@@ -662,6 +662,10 @@ class TransformersModel(TokenizedBackend, LanguageModel):
             logprobs.append(lp)
             greedy.append(gr)
         self._results(len(encoded), owners, logprobs, greedy, into=results)
+
+    def _no_outputs(self):
+        """An empty [0, hidden] output pool: a batch whose predicting nodes all lie in the prefix."""
+        return self._torch.zeros((0, self._model.config.hidden_size), dtype=self.dtype, device=self.device)
 
     def _float_mask(self, allowed):
         """The additive attention mask [B, 1, Q, K] of a boolean one [B, Q, K]."""
@@ -698,7 +702,7 @@ class TransformersModel(TokenizedBackend, LanguageModel):
             tree_hidden, _ = self._hidden(ids_t, self._float_mask(allowed_t), pos_t, cache=cache, use_cache=True)
             parts.append(tree_hidden.reshape(-1, tree_hidden.shape[-1]))
         if not parts:
-            return torch.zeros((0, self._model.config.hidden_size), dtype=self.dtype, device=self.device), split
+            return self._no_outputs(), split
         return torch.cat(parts), split
 
     # ------------------------------------------------------------------ generation
