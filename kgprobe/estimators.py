@@ -295,10 +295,14 @@ def round_predictions(pkg, sampler=None, item_prior=None) -> np.ndarray:
     """The predictions the engine records before a round (see :func:`predicted_right`)."""
     if sampler is not None and getattr(sampler, "name", "") in FIXED_PREDICTION_SAMPLERS:
         if item_prior is not None:
-            return item_prior.item_mean(item_prior.ability_prior[0])
+            return item_prior.initial_mean()
         return np.full(pkg.num_edges, 0.5)
     if item_prior is not None:
-        return item_prior.predict(pkg)
+        # The prior weighed against the run's own predictions by how well each predicts
+        # answers it has not seen (kgprobe.prior.ItemPrior.stacked).
+        loo = sampler.prior_estimate(pkg) if sampler is not None else None
+        prediction, _ = item_prior.stacked(pkg, predicted_right(pkg, sampler), None if loo is None else 1.0 - loo)
+        return prediction
     return predicted_right(pkg, sampler)
 
 

@@ -20,6 +20,12 @@ edge's own answers as a Beta posterior of strength :data:`STRENGTH`::
 
     ŷ_j = (K·p_j + s_j) / (K + s_j + f_j)
 
+That prediction is then weighed against the run's own (the sampler's posterior, pooled
+over predicates and neighbours) by how well each predicts answers it has not seen
+(:meth:`ItemPrior.stacked`): sources that fail on other facts than the new model get
+little weight, so a weak prior cannot make the estimate worse than no prior. The design
+draws, too, lean on the prior (:func:`kgprobe.sampling.audit.prior_design_weights`).
+
 Edges no source probed get the mean difficulty. The PKG starts from ``Beta(α₀ + K(1 −
 p_j), β₀ + K p_j)`` so the sampler, too, starts from what the prior knows. The fitted
 prior is stored in the run file (meta ``item_prior``), so a resumed run and its report
@@ -50,6 +56,8 @@ DIFFICULTY_SD = 3.0
 ABILITY_SD = 1.0
 #: Pseudo-count of the item-response prediction against the edge's own answers.
 STRENGTH = 4.0
+#: Weights of the prior tried when it is stacked with the run's own predictions.
+STACKING_GRID = np.linspace(0.0, 1.0, 21)
 
 
 @dataclass
@@ -214,6 +222,10 @@ class ItemPrior:
         """σ(a − b_j) for every edge of the target KG."""
         return expit(ability - self.filled_difficulty())
 
+    def initial_mean(self) -> np.ndarray:
+        """σ(ā − b_j): every edge's predicted chance of a right answer before the new model's first answer."""
+        return self.item_mean(self.ability_prior[0])
+
     def predict(self, pkg) -> np.ndarray:
         """Every edge's predicted chance of a right answer given the run so far (module docstring)."""
         s = np.asarray(pkg.successes, dtype=np.float64)
@@ -222,9 +234,37 @@ class ItemPrior:
         k = self.strength
         return (k * p + s) / (k + s + f)
 
+    def stacked(self, pkg, other: np.ndarray, other_prior: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+        """``w·ŷ_prior + (1 − w)·ŷ_other`` and ``w``: the prior weighed against the run's own predictions.
+
+        ``other`` is the run's own prediction of every edge's chance of a right answer
+        (the sampler's posterior, pooled over predicates and neighbours) and
+        ``other_prior`` the same from the other edges' answers only (None: ``other``).
+        ``w`` maximizes the Bernoulli likelihood of the probed edges' own answers under
+        ``w·σ(â − b_j) + (1 − w)·other_prior_j`` (grid of :data:`STACKING_GRID`): each
+        side is judged on answers it has not seen, so a prior from models that fail on
+        other facts than this one gets ``w`` near 0 and cannot make the predictions worse
+        than the run's own, and a sharp prior (an earlier run of a close model) gets ``w``
+        near 1. Before two edges have answers, ``w`` = 1: the prior is all there is.
+        """
+        own = self.predict(pkg)
+        s = np.asarray(pkg.successes, dtype=np.float64)
+        f = np.asarray(pkg.failures, dtype=np.float64)
+        probed = (s + f) > 0
+        if int(probed.sum()) < 2:
+            return own, 1.0
+        other = np.asarray(other, dtype=np.float64)
+        side = other if other_prior is None else np.asarray(other_prior, dtype=np.float64)
+        p1 = np.clip(self.item_mean(self.ability(s, f))[probed], 1e-9, 1 - 1e-9)
+        p2 = np.clip(side[probed], 1e-9, 1 - 1e-9)
+        mix = STACKING_GRID[:, None] * p1 + (1.0 - STACKING_GRID[:, None]) * p2
+        loglik = (s[probed] * np.log(mix) + f[probed] * np.log1p(-mix)).sum(axis=1)
+        w = float(STACKING_GRID[int(np.argmax(loglik))])
+        return w * own + (1.0 - w) * other, w
+
     def start(self, pkg) -> None:
         """Start the PKG's Beta beliefs from the prior (before any probe)."""
-        p = self.item_mean(self.ability_prior[0])
+        p = self.initial_mean()
         act = pkg.active
         pkg.alpha[act] += self.strength * (1.0 - p[act])
         pkg.beta[act] += self.strength * p[act]

@@ -53,6 +53,15 @@ class Sampler(ABC):
         """
         return pkg.error_estimate()
 
+    def prior_estimate(self, pkg) -> np.ndarray | None:
+        """Every edge's predicted error from the *other* edges' answers only (its own left out).
+
+        What :meth:`kgprobe.prior.ItemPrior.stacked` weighs an item-response prior against:
+        judged on an edge's own answers, a prediction that already holds them would always
+        win. None (the default): the sampler has no such prediction.
+        """
+        return None
+
     def state_dict(self) -> dict:
         """Sampler-internal state (e.g. a brute-force cursor) for checkpoints."""
         return {}

@@ -163,6 +163,12 @@ class EvidencePosterior:
         return _posterior_mean(self.params, z, lg, pkg.failures.astype(np.float64),
                                pkg.successes.astype(np.float64))
 
+    def prior_mean(self, pkg) -> np.ndarray:
+        """Every edge's prior predictive error (atoms and Beta mean), from the leave-one-out sources only."""
+        z, lg = source_offsets(pkg)
+        l0, l1, lm = _log_weights(self.params)
+        return np.exp(l1) + np.exp(lm) * _prior_mean(self.params, z, lg)
+
     def draw_and_gain(self, pkg, edges: np.ndarray, rng) -> tuple[np.ndarray, np.ndarray]:
         """One posterior draw θ̃ per edge, and how much one more answer would move its estimate.
 

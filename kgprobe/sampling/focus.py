@@ -52,6 +52,9 @@ class FocusSampler(Sampler):
     def estimate(self, pkg) -> np.ndarray:
         return self.posterior.estimate(pkg)
 
+    def prior_estimate(self, pkg) -> np.ndarray:
+        return self.posterior.prior_mean(pkg)
+
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
         n = check_batch_size(pkg, n)
         self.posterior.maybe_fit(pkg)

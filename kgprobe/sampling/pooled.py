@@ -110,6 +110,10 @@ class PooledPosterior:
         a, b = self(pkg)
         return a / (a + b)
 
+    def prior_mean(self, pkg) -> np.ndarray:
+        """μ_j: every edge's prior mean error, from its neighbours and predicate, never its own answers."""
+        return _prior_mean(pkg, self.pseudo_count)
+
     def state_dict(self) -> dict:
         return {"strength": self.strength, "pseudo_count": self.pseudo_count, "fitted_at": self._fitted_at}
 
@@ -131,6 +135,9 @@ class PooledThompsonSampler(Sampler):
 
     def estimate(self, pkg) -> np.ndarray:
         return self.posterior.estimate(pkg)
+
+    def prior_estimate(self, pkg) -> np.ndarray:
+        return self.posterior.prior_mean(pkg)
 
     def _maybe_fit(self, pkg) -> None:
         self.posterior.maybe_fit(pkg)

@@ -275,6 +275,12 @@ class ThompsonSampler(Sampler):
         w = self.model_weights()
         return w[0] * self.posterior.estimate(pkg) + w[1] * self.grid.estimate(pkg)
 
+    def prior_estimate(self, pkg) -> np.ndarray:
+        self._absorb(pkg)
+        w = self.model_weights()
+        none = np.zeros(1)
+        return w[0] * self.posterior.prior_mean(pkg) + w[1] * float(self.grid.mean(none, none)[0])
+
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
         n = check_batch_size(pkg, n)
         self._absorb(pkg)

@@ -57,3 +57,54 @@ def test_new_model_ability_and_predictions():
     # Edge 0 mixes σ(a − b) at strength 4 with its own 3 of 4: (4 p + 3) / 8.
     assert prior.predict(State()) == pytest.approx([(4 * p[0] + 3) / 8, p[1], p[2]])
     assert ItemPrior.from_json(prior.to_json()).abilities == prior.abilities
+
+
+class _Answers:
+    """What the prior reads of a PKG: each edge's direct successes and failures."""
+
+    def __init__(self, successes, failures):
+        self.successes = np.asarray(successes)
+        self.failures = np.asarray(failures)
+
+
+def test_stacking_trusts_a_prior_that_predicts_unseen_answers_and_drops_one_that_does_not():
+    # Four edges, difficulties ±4: the prior says edges 0, 1 are easy (σ(4) = 0.982) and
+    # 2, 3 hard. One source of ability 0 (spread floored at 1).
+    prior = ItemPrior("kg", np.array([-4.0, -4.0, 4.0, 4.0]), {"m": 0.0}, ["x"])
+    other = np.array([0.6, 0.6, 0.4, 0.4])  # the run's own predictions
+    flat = np.full(4, 0.5)  # what the run predicts from the other edges only
+    # The new model got edges 0, 1 right and 2, 3 wrong, as the prior said: among 0, 0.05,
+    # …, 1 the likelihood of those answers under w·σ(â − b) + (1 − w)·½ grows with w.
+    agreeing = _Answers([1, 1, 0, 0], [0, 0, 1, 1])
+    pred, w = prior.stacked(agreeing, other, flat)
+    assert w == 1.0
+    assert pred == pytest.approx(prior.predict(agreeing))
+    # The opposite answers: the prior is wrong on every edge, the likelihood falls with w.
+    opposite = _Answers([0, 0, 1, 1], [1, 1, 0, 0])
+    pred, w = prior.stacked(opposite, other, flat)
+    assert w == 0.0
+    assert pred == pytest.approx(other)
+    # One probed edge is not enough to judge: the prior alone.
+    pred, w = prior.stacked(_Answers([1, 0, 0, 0], [0, 0, 0, 0]), other, flat)
+    assert w == 1.0 and pred == pytest.approx(prior.predict(_Answers([1, 0, 0, 0], [0, 0, 0, 0])))
+
+
+def test_stacking_weight_is_the_grid_maximum_of_the_held_out_likelihood():
+    # Two probed edges, one right and one wrong. The prior predicts both at p1 (edges of
+    # equal difficulty), the other side at ½: L(w) = m(1 − m) with m = w·p1 + (1 − w)/2,
+    # largest at m = ½, i.e. w = 0, whatever p1 is.
+    prior = ItemPrior("kg", np.array([-1.0, -1.0, 0.0]), {"m": 0.0}, ["x"])
+    answers = _Answers([1, 0, 0], [0, 1, 0])
+    _, w = prior.stacked(answers, np.full(3, 0.5), np.full(3, 0.5))
+    assert w == 0.0
+    # Four edges of difficulty −1, answered 2 right and 2 wrong; the other side says 0.2.
+    # L(w) = 2 log m + 2 log(1 − m) with m = 0.2 + w·(p1 − 0.2) is symmetric about m = ½,
+    # so the best grid w puts m nearest ½: p1 = σ(â + 1) = 0.62369 (â = −0.49476 solves
+    # 2 − 4σ(a + 1) − a = 0), m(0.70) = 0.49658 and m(0.75) = 0.51777: w = 0.70.
+    prior4 = ItemPrior("kg", np.full(4, -1.0), {"m": 0.0}, ["x"])
+    answers = _Answers([1, 1, 0, 0], [0, 0, 1, 1])
+    a = prior4.ability(answers.successes, answers.failures)
+    assert 2 - 4 * expit(a + 1) - a == pytest.approx(0.0, abs=1e-9)
+    assert expit(a + 1) == pytest.approx(0.62369, abs=1e-5)
+    _, w = prior4.stacked(answers, np.full(4, 0.2), np.full(4, 0.2))
+    assert w == pytest.approx(0.70)
