@@ -536,13 +536,14 @@ def probe(
     listeners: Iterable[Listener] = (),
     prior: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
     design_tilt: float = DEFAULT,
+    prior_design: float = DEFAULT,
 ) -> "Run":
     """Probe ``model`` on ``kg`` with an adaptive sampler, within ``budget`` model queries.
 
     Every argument left out takes the value ``kgprobe run`` uses when its option is left
     out (:data:`kgprobe.settings.RUN_DEFAULTS`): the embedded countries KG, the default
-    model, ZP-LKE with 20 examples and 19 distractors, Thompson sampling with a 1-in-8
-    audit sample, budget 256 queries, batch 32, seed 0, saved under ``runs/`` and
+    model, ZP-LKE with 20 examples and 19 distractors, the ``focus`` sampler with every
+    probe a design draw, budget 256 queries, batch 32, seed 0, saved under ``runs/`` and
     reported there. So ``kgprobe.probe()`` and ``kgprobe run`` measure the same thing.
 
     Parameters
@@ -596,6 +597,11 @@ def probe(
         Share (0–1) of the design probabilities leaning towards edges predicted wrong
         (:mod:`kgprobe.sampling.audit`); 0 (default) keeps the design uniform, so runs
         with the same seed share their design edges and compare paired.
+    prior_design:
+        With ``prior``: share (0–1) of the design probabilities that follows the prior's
+        predicted outcome spread, so edges the prior leaves uncertain are drawn more often
+        (:func:`kgprobe.sampling.audit.prior_design_weights`; default 0.5, 0 = uniform).
+        Fixed by the prior alone: runs with the same prior and seed compare paired.
     """
     from kgprobe.settings import engine_config
 
@@ -603,7 +609,7 @@ def probe(
                               sampler=sampler, seed=seed, convergence=convergence,
                               propagation_weight=propagation_weight, probe_options=probe_options,
                               sampler_options=sampler_options, audit_fraction=audit_fraction,
-                              design_tilt=design_tilt)
+                              design_tilt=design_tilt, prior_design=prior_design)
     kg_obj = resolve_kg(settings["kg"])
     config = engine_config(settings)
     config.validate(kg_obj)

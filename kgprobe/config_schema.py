@@ -60,6 +60,7 @@ SCHEMA: dict[str, Rule] = {
     "stop_on_convergence": Rule("bool"),
     "audit_fraction": Rule("float", low=0, high=1),
     "design_tilt": Rule("float", low=0, high=1),
+    "prior_design": Rule("float", low=0, high=1),
     "prior": Rule("list[str]", optional=True),
     "probe_options": Rule("table"),
     "sampler_options": Rule("table"),

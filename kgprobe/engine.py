@@ -46,9 +46,6 @@ from kgprobe.probes.common import unnamed_active_edges
 from kgprobe.sampling.base import Sampler
 from kgprobe.store import REPLAY_WINDOW_ENV, ProbeRecord, RoundRecord, RunStore, requests_sha
 
-#: Samplers whose design draws stay uniform (their names promise it, or they do not draw
-#: from the design at all).
-UNTILTED_SAMPLERS = ("uniform", "brute-force")
 
 #: Rounds KGLens runs (n = 64, 60 rounds); the engine's cap when neither a budget nor
 #: ``max_rounds`` is given, so a run always ends.
@@ -81,6 +78,11 @@ class EngineConfig:
     """Share λ of the design draws' probabilities that leans towards edges predicted wrong
     (:mod:`kgprobe.sampling.audit`); 0 = uniform, which two runs with the same seed share
     (so their comparison is paired)."""
+    prior_design: float = 0.0
+    """In a run with an item-response prior: share λ of the design probabilities that follows
+    the prior's predicted outcome spread (:func:`kgprobe.sampling.audit.prior_design_weights`);
+    0 = uniform. 0 here so that run files written before it existed resume unchanged; a
+    new run gets the project default (:data:`kgprobe.settings.RUN_DEFAULTS`, 1/2)."""
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -140,6 +142,8 @@ class EngineConfig:
             raise InputError(f"convergence tolerance must be a positive number, got {self.convergence_tolerance!r}")
         if not (isinstance(self.design_tilt, (int, float)) and 0 <= self.design_tilt <= 1):
             raise InputError(f"design tilt must be a number in [0, 1], got {self.design_tilt!r}")
+        if not (isinstance(self.prior_design, (int, float)) and 0 <= self.prior_design <= 1):
+            raise InputError(f"prior design share must be a number in [0, 1], got {self.prior_design!r}")
         if not (self.propagation_weight >= 0 and math.isfinite(self.propagation_weight)):
             raise InputError(f"propagation weight must be >= 0, got {self.propagation_weight!r}")
 
@@ -288,6 +292,7 @@ class Engine:
         self._labels = group_labels(kg)
         #: An item-response prior (``kgprobe.prior.ItemPrior``) predicting outcomes, or None.
         self.item_prior = None
+        self._prior_design: tuple | None = None  # (item prior, its design weights), computed once
         # The state before round 1, to fall back on when an interrupted first round must be undone.
         self._initial = (pkg.state_dict(), sampler.state_dict(), monitor.state_dict())
         self._needs_reload = False
@@ -424,12 +429,13 @@ class Engine:
         # Predictions of every outcome from the state before the round: what the
         # model-assisted estimators correct (kgprobe.estimators).
         right, predictions = self._predictions()
-        from kgprobe.sampling.audit import audit_inclusion, design_weights
+        from kgprobe.sampling.audit import audit_inclusion, round_design_weights
 
-        # The design share of the batch leans towards edges predicted wrong, with known
-        # probabilities (kgprobe.sampling.audit); uniform and brute force stay as named.
-        if self.config.design_tilt > 0 and self.config.sampler not in UNTILTED_SAMPLERS:
-            self.pkg.design_weights = design_weights(self.pkg, 1.0 - right, self.config.design_tilt)
+        # The design share of the batch: uniform, or weighted by the prior and/or leaning
+        # towards edges predicted wrong, always with known probabilities
+        # (kgprobe.sampling.audit); uniform and brute force stay as named.
+        self.pkg.design_weights = round_design_weights(self.pkg, right, sampler=cfg.sampler, tilt=cfg.design_tilt,
+                                                       base=self._prior_design_weights())
         try:
             selection = self.sampler.select(self.pkg, n, round_rng(cfg.seed, r, 0))
             edges = np.asarray(selection.edges, dtype=np.int64)
@@ -615,6 +621,17 @@ class Engine:
         return responses, False, True
 
     # -- predictions and estimates -------------------------------------------------------
+    def _prior_design_weights(self) -> np.ndarray | None:
+        """The run's prior-weighted design (None: uniform); fixed by the prior, the same every round."""
+        if self.item_prior is None or self.config.prior_design <= 0:
+            return None
+        if self._prior_design is None or self._prior_design[0] is not self.item_prior:
+            from kgprobe.sampling.audit import prior_design_weights
+
+            weights = prior_design_weights(self.pkg, self.item_prior.initial_mean(), self.config.prior_design)
+            self._prior_design = (self.item_prior, weights)
+        return self._prior_design[1]
+
     def _predictions(self) -> tuple[np.ndarray, dict]:
         """Every edge's predicted chance of a right answer, and its per-group means."""
         from kgprobe.estimators import round_means, round_predictions

@@ -8,7 +8,7 @@ run is created (meta key ``protocol``) and shown at the top of every report and 
     the probe method and *every* option it was built with (defaults included);
 ``sampler``, ``sampler_options``
     the sampler and every option (the audit fraction among them);
-``batch_size``, ``budget``, ``max_rounds``, ``seed``, ``propagation_weight``, ``prior``, ``convergence``
+``batch_size``, ``budget``, ``max_rounds``, ``seed``, ``propagation_weight``, ``prior``, ``design``, ``convergence``
     the run's other settings;
 ``model``
     the spec the user gave, a display label that says what the weights are, the
@@ -66,6 +66,7 @@ CONTEXT_FIELDS: tuple[str, ...] = (
     "budget",
     "max_rounds",
     "convergence",
+    "design",
     "versions.kgprobe",
     "versions.torch",
     "versions.transformers",
@@ -191,6 +192,18 @@ def model_label(model, spec: str = "") -> str:
     return describe_model(model, spec)["label"]
 
 
+def _design_text(design: Mapping[str, Any] | None) -> str:
+    """How the design draws were weighted, in words (older protocols: uniform)."""
+    design = design or {}
+    tilt, share = design.get("tilt") or 0.0, design.get("prior_share") or 0.0
+    parts = []
+    if share:
+        parts.append(f"{share:g} of the probabilities follow the --prior's predicted spread (if a prior was given)")
+    if tilt:
+        parts.append(f"{tilt:g} leans towards edges predicted wrong")
+    return "; ".join(parts) if parts else "uniform"
+
+
 # -- building --------------------------------------------------------------------------------
 def _config_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     return {
@@ -204,6 +217,9 @@ def _config_fields(config: Mapping[str, Any]) -> dict[str, Any]:
         "seed": config["seed"],
         "propagation_weight": config["propagation_weight"],
         "prior": list(config.get("prior") or (1.0, 1.0)),
+        # How the design draws were weighted (kgprobe.sampling.audit): older run files
+        # have neither key and drew uniformly.
+        "design": {"tilt": config.get("design_tilt", 0.0), "prior_share": config.get("prior_design", 0.0)},
         "convergence": {
             "window": config.get("convergence_window"),
             "tolerance": config.get("convergence_tolerance"),
@@ -358,6 +374,7 @@ def protocol_rows(proto: Mapping[str, Any]) -> list[tuple[str, str]]:
                                              f"{proto.get('max_rounds') or 'none'}"),
         ("seed", str(proto.get("seed"))),
         ("propagation weight / prior", f"{proto.get('propagation_weight')} / {proto.get('prior')}"),
+        ("design", _design_text(proto.get("design"))),
         ("convergence", f"window {conv.get('window')}, tolerance {conv.get('tolerance')}, "
                         f"{'stops the run' if conv.get('stop') else 'does not stop the run'}"),
         ("versions", ", ".join(f"{k} {val}" for k, val in v.items() if val) or "unknown"),

@@ -65,6 +65,12 @@ RUN_DEFAULTS: dict[str, Any] = {
     # Share (0-1) of the design probabilities leaning towards edges predicted wrong; 0
     # keeps the design uniform, so runs with the same seed share design edges (paired).
     "design_tilt": 0.0,
+    # In a run with --prior: share (0-1) of the design probabilities that follows the
+    # prior's predicted outcome spread (kgprobe.sampling.audit.prior_design_weights): edges
+    # every earlier model got right, or wrong, are drawn less. Fixed by the prior alone, so
+    # runs with the same prior and seed still share design edges. Half: on replays it is
+    # what lets a sharp prior beat the uniform design, at no measured cost with a weak one.
+    "prior_design": 0.5,
     "probe_options": {},
     "sampler_options": {},
     # Run files or recorded sweeps of other models on the same KG (kgprobe.prior).
@@ -283,4 +289,5 @@ def engine_config(settings: Mapping[str, Any]) -> "EngineConfig":
         probe_options=dict(settings["probe_options"]),
         sampler_options=dict(settings["sampler_options"]),
         design_tilt=settings["design_tilt"],
+        prior_design=settings["prior_design"],
     )

@@ -9,17 +9,23 @@ queries each with the run's default sampler and audit fraction. Scored against t
 held-out sweep's truth (1 − mean θ over its edges), pooled over held-out models and runs:
 
 * ``abs_error_256`` — mean absolute error of the reported KG accuracy (the design-based,
-  model-assisted estimate of :mod:`kgprobe.estimators`, predictions from the prior);
+  model-assisted estimate of :mod:`kgprobe.estimators`, predictions and the prior-weighted
+  design from the prior, at the run's default ``prior_design`` share);
 * ``within_3pt`` — share of runs within 3 points of the truth;
 * ``coverage`` — share of runs whose 95 % interval holds the truth;
 
-next to the same replays without a prior (``no_prior``: same seeds), per held-out model
-(with ``model_mean_with_prior``: the prior-based predictions' own mean after the run, a
-model-based number without an interval, as tinyBenchmarks reports),
-and the Bernoulli floor: with exact predictions a design-unbiased estimate from ``M``
-design probes still has variance ``mean θ(1 − θ) / M``, so ``within_3pt`` cannot
-reliably reach 0.9 unless ``1.645 · sqrt(mean θ(1 − θ) / M) ≤ 0.03``
-(``floor_within_3pt`` is that normal-approximation bound per model).
+next to the same replays with the prior but a uniform design (``uniform_design``) and
+without a prior (``no_prior``), all on the same seeds. Per held-out model also
+``model_mean_with_prior`` (the prior-based predictions' own mean after the run, a
+model-based number without an interval, as tinyBenchmarks reports) and
+``floor_within_3pt``: what a design-unbiased estimate could reach with *exact*
+predictions (:func:`design_floors`): each probe's Bernoulli noise is left, so a uniform
+design cannot beat ``mean θ(1 − θ) / M``, while a design that draws the edges with the
+larger spread more often can.
+
+``split_half`` asks how far a *sharp* prior gets: for each sweep, the prior is fitted
+from the first half of its own passes and the replays score against the second half —
+the model's earlier run as the prior, the best case of learning from earlier runs.
 """
 
 from __future__ import annotations
@@ -38,16 +44,70 @@ def register(subparsers) -> None:
     parser.add_argument("--batch", type=int, default=None, help="edges per round (default: the run default)")
     parser.add_argument("--sampler", default=None, help="sampler (default: the run default)")
     parser.add_argument("--audit-fraction", type=float, default=None, help="design share (default: the run default)")
+    parser.add_argument("--prior-design", type=float, default=None, metavar="SHARE",
+                        help="share of the design that follows the prior (default: the run default)")
     parser.add_argument("--seed", type=int, default=0)
     parser.set_defaults(func=handle)
 
 
 def _floor_within(var_per_probe: float, m: float, tol: float = 0.03) -> float:
-    """P(|N(0, v/m)| ≤ tol): the best share within ``tol`` a design-unbiased estimate can have."""
+    """P(|N(0, v/m)| ≤ tol): the share within ``tol`` of a design-unbiased estimate of variance v/m."""
     if m <= 0:
         return 0.0
     sd = math.sqrt(var_per_probe / m)
     return math.erf(tol / (sd * math.sqrt(2))) if sd > 0 else 1.0
+
+
+def design_floors(theta, m: float, share: float) -> dict:
+    """``within_3pt`` of a design-unbiased estimate from ``m`` design draws with *exact* predictions.
+
+    Exact predictions leave only each probe's Bernoulli noise, ``v_j = θ_j(1 − θ_j)``; one
+    draw with probabilities ``π_j`` (summing to 1) has variance ``Σ_j v_j / (N² π_j)``:
+
+    * ``uniform``: ``π_j = 1/N``, variance ``mean v`` — the best a uniform design can do;
+    * ``prior_design``: the prior-weighted design of a run (share λ = ``share``) built
+      from the exact spreads ``sqrt(v_j)``;
+    * ``neyman``: ``π_j ∝ sqrt(v_j)`` (λ = 1), variance ``(mean sqrt v)²`` — no design does better.
+    """
+    import numpy as np
+
+    v = np.asarray(theta, dtype=np.float64)
+    v = v * (1.0 - v)
+    n = v.size
+    sd = np.sqrt(v)
+    out = {"uniform": _floor_within(float(v.mean()), m), "neyman": _floor_within(float(sd.mean()) ** 2, m)}
+    if sd.sum() > 0:
+        pi = (1.0 - share) / n + share * sd / sd.sum()
+        out["prior_design"] = _floor_within(float(np.sum(v / (n * n * pi))), m)
+    else:
+        out["prior_design"] = 1.0
+    return {k: round(val, 3) for k, val in out.items()}
+
+
+def _split_halves(sweep):
+    """(first half, second half) of a sweep's passes: the same model's earlier answers as a prior."""
+    import dataclasses
+
+    half = sweep.passes // 2
+    first = dataclasses.replace(sweep, correct=sweep.correct[:, :half], passes=half, gold_logprob=None,
+                                best_wrong_logprob=None)
+    second = dataclasses.replace(sweep, correct=sweep.correct[:, half:], passes=sweep.passes - half,
+                                 gold_logprob=None, best_wrong_logprob=None)
+    return first, second
+
+
+_KEYS = ("abs_error", "within_3pt", "coverage", "ci_halfwidth")
+
+
+def _scores(result: dict) -> dict:
+    return {k: result["ht-difference"][k] for k in _KEYS}
+
+
+def _pooled(rows: list[dict]) -> dict:
+    import numpy as np
+
+    return {k: round(float(np.mean([r[k] for r in rows])), 4 if k in ("abs_error", "ci_halfwidth") else 3)
+            for k in _KEYS}
 
 
 def handle(args) -> int:
@@ -74,36 +134,50 @@ def handle(args) -> int:
     sampler = args.sampler or DEFAULTS["sampler"]
     fraction = DEFAULTS["audit_fraction"] if args.audit_fraction is None else args.audit_fraction
     batch = args.batch or DEFAULTS["batch_size"]
-
+    design = DEFAULTS["prior_design"] if args.prior_design is None else args.prior_design
+    common = dict(sampler=sampler, audit_fraction=fraction, budget=args.budget, batch=batch, runs=args.runs,
+                  seed=args.seed, kg=kg, tilt=DEFAULTS.get("design_tilt", 0.0),
+                  propagation_weight=DEFAULTS["propagation_weight"])
+    m = args.budget * fraction
 
     per_model = {}
-    errors, within, covered, base_err, base_within, base_cov = [], [], [], [], [], []
+    loo, loo_uniform, base, split, split_uniform = [], [], [], [], []
     for i, (name, sw) in enumerate(zip(names, sweeps)):
         others = [sweep_answers(s, n) for j, (n, s) in enumerate(zip(names, sweeps)) if j != i]
         prior = fit_prior(kg, others)
-        common = dict(sampler=sampler, audit_fraction=fraction, budget=args.budget, batch=batch, runs=args.runs,
-                      seed=args.seed, kg=kg, tilt=DEFAULTS.get("design_tilt", 0.0),
-                      propagation_weight=DEFAULTS["propagation_weight"])
-        with_prior = replay_coverage(sw, item_prior=prior, **common)
+        with_prior = replay_coverage(sw, item_prior=prior, prior_design=design, **common)
+        uniform = replay_coverage(sw, item_prior=prior, prior_design=0.0, **common)
         without = replay_coverage(sw, **common)
-        hd, nd = with_prior["ht-difference"], without["ht-difference"]
-        m = args.budget * fraction
-        per_model[name] = {
+        hd, ud, nd = _scores(with_prior), _scores(uniform), _scores(without)
+        theta = 1.0 - np.asarray(sw.correct, dtype=np.float64).mean(axis=1)
+        row = {
             "truth": with_prior["truth"],
             "shared_edges": prior.shared_edges,
-            "abs_error": hd["abs_error"], "within_3pt": hd["within_3pt"], "coverage": hd["coverage"],
-            "ci_halfwidth": hd["ci_halfwidth"],
-            "no_prior": {k: nd[k] for k in ("abs_error", "within_3pt", "coverage", "ci_halfwidth")},
+            **hd,
+            "uniform_design": ud,
+            "no_prior": nd,
             "model_mean_with_prior": with_prior["model-mean"],
             "bernoulli_variance": with_prior["bernoulli_variance"],
-            "floor_within_3pt": round(_floor_within(with_prior["bernoulli_variance"], m), 3),
+            "floor_within_3pt": design_floors(theta, m, design),
         }
-        print(f"held out {name}: truth {with_prior['truth']:.3f}; with prior |err| {hd['abs_error']:.4f}, "
-              f"within 3 pt {hd['within_3pt']:.2f}, coverage {hd['coverage']:.2f}, half-width "
-              f"{hd['ci_halfwidth']:.4f}; without prior |err| {nd['abs_error']:.4f}, within 3 pt "
-              f"{nd['within_3pt']:.2f}, coverage {nd['coverage']:.2f}")
-        errors.append(hd["abs_error"]); within.append(hd["within_3pt"]); covered.append(hd["coverage"])
-        base_err.append(nd["abs_error"]); base_within.append(nd["within_3pt"]); base_cov.append(nd["coverage"])
+        loo.append(hd); loo_uniform.append(ud); base.append(nd)
+        line = (f"held out {name}: truth {with_prior['truth']:.3f}; prior from the others: within 3 pt "
+                f"{hd['within_3pt']:.2f} (uniform design {ud['within_3pt']:.2f}, no prior {nd['within_3pt']:.2f}), "
+                f"coverage {hd['coverage']:.2f}, half-width {hd['ci_halfwidth']:.4f}")
+        if sw.passes >= 2:
+            # The same model's first half of passes as the prior, its second half as the
+            # truth: a prior as sharp as an earlier run of this very model.
+            first, second = _split_halves(sw)
+            own = fit_prior(kg, [sweep_answers(first, f"{name} (first {first.passes} passes)")])
+            sd = _scores(replay_coverage(second, item_prior=own, prior_design=design, **common))
+            su = _scores(replay_coverage(second, item_prior=own, prior_design=0.0, **common))
+            row["split_half"] = {**sd, "uniform_design": su, "passes": [first.passes, second.passes]}
+            split.append(sd); split_uniform.append(su)
+            line += (f"; own first-half prior: within 3 pt {sd['within_3pt']:.2f} (uniform design "
+                     f"{su['within_3pt']:.2f}), coverage {sd['coverage']:.2f}")
+        per_model[name] = row
+        print(line, flush=True)
+    pooled = _pooled(loo)
     out = {
         "bench": "prior",
         "sweeps": names,
@@ -112,12 +186,15 @@ def handle(args) -> int:
         "sampler": sampler,
         "audit_fraction": fraction,
         "batch": batch,
-        "estimator": "ht-difference (design-based, predictions from the item-response prior)",
-        "abs_error_256" if args.budget == 256 else f"abs_error_{args.budget}": round(float(np.mean(errors)), 4),
-        "within_3pt": round(float(np.mean(within)), 3),
-        "coverage": round(float(np.mean(covered)), 3),
-        "no_prior": {"abs_error": round(float(np.mean(base_err)), 4), "within_3pt": round(float(np.mean(base_within)), 3),
-                     "coverage": round(float(np.mean(base_cov)), 3)},
+        "prior_design": design,
+        "estimator": "ht-difference (design-based, predictions and design from the item-response prior)",
+        "abs_error_256" if args.budget == 256 else f"abs_error_{args.budget}": pooled["abs_error"],
+        "within_3pt": pooled["within_3pt"],
+        "coverage": pooled["coverage"],
+        "ci_halfwidth": pooled["ci_halfwidth"],
+        "uniform_design": _pooled(loo_uniform),
+        "no_prior": _pooled(base),
+        "split_half": ({**_pooled(split), "uniform_design": _pooled(split_uniform)} if split else None),
         "per_model": per_model,
         "seconds": round(time.perf_counter() - t0, 1),
     }

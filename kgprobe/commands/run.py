@@ -73,7 +73,10 @@ def register(subparsers) -> None:
                         "of wider intervals)")
     s.add_argument("--prior", nargs="+", default=S, metavar="RUN_OR_SWEEP",
                    help="run files or recorded sweeps of other models on the same KG: an item-response "
-                        "model of edge difficulty fitted from them starts the PKG and the estimates")
+                        "model of edge difficulty fitted from them starts the PKG, the estimates and the design")
+    s.add_argument("--prior-design", type=float, default=S, metavar="SHARE",
+                   help="with --prior: share (0-1) of the design probabilities that follows the prior's "
+                        "predicted spread, drawing edges it leaves uncertain more often (default 0.5; 0: uniform)")
     s.add_argument("--design-tilt", type=float, default=S,
                    help="share (0-1) of the design probabilities leaning towards edges predicted wrong "
                         "(default 0: uniform, so runs with the same seed compare paired)")

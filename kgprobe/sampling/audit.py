@@ -24,6 +24,11 @@ Two designs, both drawing ``k`` distinct edges:
   uniform (λ = 0) all the same: a tilted design depends on the model's answers, so two
   models' runs no longer draw the same edges, and their comparison can no longer be
   paired — which narrows a difference's interval far more than the tilt helps.
+* **prior-weighted** (a run with an item-response prior, :mod:`kgprobe.prior`, and
+  ``prior_design`` λ > 0; the run default is 1/2): inclusion probabilities proportional
+  to ``(1 − λ)/N + λ·σ_j/Σσ`` with ``σ_j`` the prior's predicted outcome spread
+  (:func:`prior_design_weights`), drawn the same systematic way. It replaces the uniform
+  base of the design (a tilt, when also asked for, leans from it).
 """
 
 from __future__ import annotations
@@ -71,25 +76,64 @@ def audit_count(n: int, fraction: float, rng: np.random.Generator) -> int:
     return min(k, n)
 
 
+#: Samplers whose design draws stay uniform (their names promise it, or they do not draw
+#: from the design at all).
+UNTILTED_SAMPLERS = ("uniform", "brute-force")
+
 #: Share λ of a tilted design that follows the predicted error (the rest is uniform), when asked for.
 DESIGN_TILT = 0.5
 #: Above this many active edges the design stays uniform (a systematic draw permutes them all).
 TILT_LIMIT = 2_000_000
 
 
-def design_weights(pkg, predicted_error: np.ndarray, tilt: float = DESIGN_TILT) -> np.ndarray | None:
-    """Per-edge design weights (sum 1 over active edges, 0 elsewhere) for a tilted design."""
+def design_weights(pkg, predicted_error: np.ndarray, tilt: float = DESIGN_TILT,
+                   base: np.ndarray | None = None) -> np.ndarray | None:
+    """Per-edge design weights (sum 1 over active edges, 0 elsewhere) for a tilted design.
+
+    ``(1 − λ)·base + λ·θ̂_j / Σθ̂`` with ``base`` the untilted design's weights (uniform
+    when None; the prior design of :func:`prior_design_weights` in a run with a prior).
+    """
     if pkg.num_active > TILT_LIMIT or tilt <= 0:
-        return None
+        return base
     act = pkg.active
     err = np.clip(np.asarray(predicted_error, dtype=np.float64), 0.0, 1.0) * act
     total = float(err.sum())
-    w = np.where(act, (1.0 - tilt) / pkg.num_active, 0.0)
-    if total > 0:
-        w = w + tilt * err / total
-    else:
-        w = np.where(act, 1.0 / pkg.num_active, 0.0)
-    return w
+    if base is None:
+        base = np.where(act, 1.0 / pkg.num_active, 0.0)
+    if total <= 0:
+        return base
+    return (1.0 - tilt) * base + tilt * err / total
+
+
+#: Share λ of the design that follows an item-response prior's predicted outcome spread
+#: (the run default, when the run has a prior).
+PRIOR_DESIGN_SHARE = 0.5
+
+
+def prior_design_weights(pkg, predicted_right: np.ndarray, share: float = PRIOR_DESIGN_SHARE) -> np.ndarray | None:
+    """Design weights from a prior's predictions: ``(1 − λ)/N + λ·σ_j / Σσ``, ``σ_j = sqrt(p_j(1 − p_j))``.
+
+    Why: the variance of the difference estimator from one design draw is
+    ``Σ_j E[(y_j − ŷ_j)²] / (N² π_j)``, smallest for ``π_j ∝ sqrt(E[(y_j − ŷ_j)²])``
+    (Neyman allocation). Before any answer of the new model, the prior's ``p_j(1 − p_j)``
+    is the best guess of that residual: edges every earlier model got right (or wrong)
+    are drawn less, edges the prior leaves at a coin flip more. The uniform share
+    ``1 − λ`` bounds every weight by ``1/(1 − λ)`` times the uniform one, so a prior that
+    is wrong about an edge costs at most that factor there. The weights come from the
+    prior alone (``p_j`` at the sources' mean ability), not from the run's answers: two
+    runs with the same prior and seed draw the same design edges and still compare
+    paired. None (uniform) when ``λ`` is 0 or the graph is too large to weight.
+    """
+    if pkg.num_active > TILT_LIMIT or share <= 0:
+        return None
+    act = pkg.active
+    p = np.clip(np.asarray(predicted_right, dtype=np.float64), 0.0, 1.0)
+    spread = np.sqrt(p * (1.0 - p)) * act
+    total = float(spread.sum())
+    w = np.where(act, (1.0 - share) / pkg.num_active, 0.0)
+    if total <= 0:
+        return np.where(act, 1.0 / pkg.num_active, 0.0)
+    return w + share * spread / total
 
 
 def inclusion_probabilities(weights: np.ndarray, k: int) -> np.ndarray:
@@ -169,3 +213,18 @@ def draw_audit(pkg, k: int, rng: np.random.Generator) -> np.ndarray:
                 if len(kept) == k:
                     break
     return np.sort(np.asarray(kept, dtype=np.int64))
+
+
+def round_design_weights(pkg, predicted_right: np.ndarray, *, sampler: str, tilt: float,
+                         base: np.ndarray | None) -> np.ndarray | None:
+    """One round's design weights (None = uniform), as the engine sets ``pkg.design_weights``.
+
+    ``base`` is the run's untilted design (None for uniform, or the prior design of
+    :func:`prior_design_weights`); a tilt λ > 0 leans from it towards edges predicted
+    wrong. Samplers in :data:`UNTILTED_SAMPLERS` keep the uniform design.
+    """
+    if sampler in UNTILTED_SAMPLERS:
+        return None
+    if tilt > 0:
+        return design_weights(pkg, 1.0 - np.asarray(predicted_right, dtype=np.float64), tilt, base=base)
+    return base

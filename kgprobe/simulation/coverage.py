@@ -36,9 +36,8 @@ from kgprobe.estimators import (
     round_means,
     round_predictions,
 )
-from kgprobe.engine import UNTILTED_SAMPLERS
 from kgprobe.metrics import wilson_interval
-from kgprobe.sampling.audit import audit_inclusion, design_weights
+from kgprobe.sampling.audit import audit_inclusion, prior_design_weights, round_design_weights
 
 
 def _sweep_kg(sweep):
@@ -103,15 +102,18 @@ def replay_setup(sweep, kg=None) -> dict[str, Any]:
 
 
 def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, budget: int, batch: int,
-                 seed: int, propagation_weight: float = 1.0, item_prior=None, tilt: float = 0.0) -> ProbeTable:
+                 seed: int, propagation_weight: float = 1.0, item_prior=None, tilt: float = 0.0,
+                 prior_design: float = 0.0) -> ProbeTable:
     """One replayed run; the :class:`ProbeTable` the engine would have recorded."""
     from kgprobe.kg.parameterized import ParameterizedKG
     from kgprobe.sampling import make_sampler
 
     pkg = ParameterizedKG(setup["heads"], setup["tails"], setup["active"], predicates=setup["predicates"],
                           propagation_weight=propagation_weight)
+    base = None
     if item_prior is not None:
         item_prior.start(pkg)
+        base = prior_design_weights(pkg, item_prior.initial_mean(), prior_design)
     smp = make_sampler(sampler, **sampler_options)
     oracle = make_oracle(sweep, seed)
     rng = np.random.default_rng([seed, 5])
@@ -123,8 +125,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
         right = round_predictions(pkg, smp, item_prior)
         means.append({kind: round_means(right, lab, setup["active"], names)
                       for kind, (lab, names) in setup["labels"].items()})
-        if tilt and sampler not in UNTILTED_SAMPLERS:
-            pkg.design_weights = design_weights(pkg, 1.0 - right, tilt)
+        pkg.design_weights = round_design_weights(pkg, right, sampler=sampler, tilt=tilt, base=base)
         sel = smp.select(pkg, n, rng)
         audit = np.asarray(sel.audit, bool)
         inclusion = np.full(sel.edges.size, np.nan)
@@ -175,6 +176,7 @@ def replay_coverage(
     item_prior=None,
     kg=None,
     tilt: float = 0.0,
+    prior_design: float = 0.0,
 ) -> dict:
     """Coverage and half-width of the accuracy intervals over ``runs`` replayed runs.
 
@@ -200,7 +202,7 @@ def replay_coverage(
     for r in range(runs):
         table = simulate_run(setup, sweep, sampler=sampler, sampler_options=opts, budget=budget, batch=batch,
                              seed=seed * 100_003 + r, propagation_weight=propagation_weight, item_prior=item_prior,
-                             tilt=tilt)
+                             tilt=tilt, prior_design=prior_design)
         est = kg_estimate(table, confidence=confidence)
         model_based.append(table.final_mean)
         weak = setup["theta"][table.edge] > 0.5
@@ -225,7 +227,8 @@ def replay_coverage(
                 st["covered"].append(bool(ge.low <= truth[kind][g] <= ge.high))
                 st["model"].append(ge.basis == MODEL)
     out: dict[str, Any] = {"truth": round(truth["kg"], 4), "runs": runs, "budget": budget, "batch": batch,
-                           "sampler": sampler, "sampler_options": opts, "design_tilt": tilt}
+                           "sampler": sampler, "sampler_options": opts, "design_tilt": tilt,
+                           "prior_design": prior_design if item_prior is not None else None}
     for name, st in kg_stats.items():
         e = np.asarray(st["est"], dtype=np.float64)
         out[name] = {
@@ -271,7 +274,7 @@ def run_defaults() -> dict:
 
     return {"sampler": DEFAULTS["sampler"], "batch": DEFAULTS["batch_size"],
             "audit_fraction": DEFAULTS["audit_fraction"], "propagation_weight": DEFAULTS["propagation_weight"],
-            "design_tilt": DEFAULTS.get("design_tilt", 0.0)}
+            "design_tilt": DEFAULTS.get("design_tilt", 0.0), "prior_design": DEFAULTS.get("prior_design", 0.0)}
 
 
 def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 0, kg=None) -> dict:

@@ -203,3 +203,66 @@ def test_systematic_design_draws_each_edge_with_its_inclusion_probability_exactl
     rng = np.random.default_rng(0)
     draws = [draw_systematic(pi, rng) for _ in range(200)]
     assert all(d.size == 2 and np.unique(d).size == 2 for d in draws)
+
+
+class _FourEdges:
+    """The pieces of a PKG the design functions read: four edges, the last one dead."""
+
+    active = np.array([True, True, True, False])
+    num_active = 3
+
+
+def test_prior_design_weights_by_hand():
+    from kgprobe.sampling.audit import design_weights, prior_design_weights, round_design_weights
+
+    pkg = _FourEdges()
+    # Prior chances p = 0.5, 0.9, 1.0 (and a dead edge): spreads sqrt(p(1 − p)) = 0.5, 0.3, 0;
+    # share ½: w = ½ / 3 + ½ · spread / 0.8.
+    w = prior_design_weights(pkg, np.array([0.5, 0.9, 1.0, 0.5]), 0.5)
+    assert w == pytest.approx([1 / 6 + 0.3125, 1 / 6 + 0.1875, 1 / 6, 0.0])
+    assert w.sum() == pytest.approx(1.0)
+    assert prior_design_weights(pkg, np.array([0.5, 0.9, 1.0, 0.5]), 0.0) is None
+    # Every edge certain: nothing to lean on, the design stays uniform.
+    assert prior_design_weights(pkg, np.array([1.0, 0.0, 1.0, 0.5]), 0.5) == pytest.approx([1 / 3] * 3 + [0])
+    # A tilt leans from the prior design: (1 − ½)·w + ½ · θ̂ / Σθ̂ with θ̂ = 1 − p̂ = (0, 0, 1).
+    tilted = design_weights(pkg, np.array([0.0, 0.0, 1.0, 0.0]), 0.5, base=w)
+    assert tilted == pytest.approx([0.5 * w[0], 0.5 * w[1], 0.5 * w[2] + 0.5, 0.0])
+    # The round's weights: the base as it is without a tilt, uniform for the uniform sampler.
+    right = np.array([1.0, 1.0, 0.0, 1.0])
+    assert round_design_weights(pkg, right, sampler="focus", tilt=0.0, base=w) is w
+    assert round_design_weights(pkg, right, sampler="uniform", tilt=0.5, base=w) is None
+    assert round_design_weights(pkg, right, sampler="focus", tilt=0.5, base=w) == pytest.approx(tilted)
+
+
+def test_prior_weighted_systematic_design_keeps_the_estimate_exactly_unbiased():
+    from kgprobe.sampling.audit import inclusion_probabilities, prior_design_weights
+
+    class Pkg:
+        active = np.ones(4, bool)
+        num_active = 4
+
+    # A prior off the truth (μ = 0.9, 0.5, 0.2, 1.0), far off on edge 2: any prior keeps
+    # the estimate unbiased; it is used both as the design and as the predictions.
+    p = np.array([0.8, 0.5, 0.6, 0.99])
+    pi = inclusion_probabilities(prior_design_weights(Pkg(), p, 0.5), 2)
+    # The joint design of the systematic draw: for each of the 4! orders, the samples the
+    # start u picks, weighted by the length of u's interval (exact, as above).
+    design: dict[tuple, float] = {}
+    for order in itertools.permutations(range(4)):
+        cum = np.cumsum(pi[list(order)])
+        cuts = np.unique(np.round(np.concatenate([[0.0, 1.0], np.mod(cum, 1.0)]), 12))
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            points = (lo + hi) / 2 + np.arange(2)
+            picked = tuple(sorted(order[j] for j in range(4)
+                                  if np.any((points > (cum[j] - pi[order[j]])) & (points <= cum[j]))))
+            design[picked] = design.get(picked, 0.0) + (hi - lo) / 24
+    drawn = np.zeros(4)
+    for s, ps in design.items():
+        drawn[list(s)] += ps
+    assert drawn == pytest.approx(pi, abs=1e-12)
+    expectation = 0.0
+    for sample, ps in design.items():
+        s = list(sample)
+        for y, py in _outcomes(sample):
+            expectation += ps * py * design_estimate(y, p[s], pi[s], [0, 0], [p.mean()], n_group=4).raw
+    assert expectation == pytest.approx(A, abs=1e-12)

@@ -99,10 +99,12 @@ def test_a_format_1_run_file_is_read_and_upgraded_on_resume(tmp_path, countries,
 
 
 def _hand_run(path, name: str, ids: tuple[str, str, str]):
+    from kgprobe.engine import EngineConfig
+
     s, p, o = ids
     kg = KnowledgeGraph([Entity(s, "Atlantis"), Entity(o, "Poseidonia")], [Predicate(p, "capital")],
                         [Triple(s, p, o)], name=name)
-    store = RunStore.create(path, config=kgprobe.engine.EngineConfig(batch_size=1).to_dict(), kg=kg,
+    store = RunStore.create(path, config=EngineConfig(batch_size=1).to_dict(), kg=kg,
                             model_identity="other-model")
     pkg = ParameterizedKG.from_kg(kg)
     pkg.update(np.array([0]), np.array([True]))
@@ -190,3 +192,45 @@ def test_compare_pairs_runs_with_the_same_design_and_corrects_for_multiplicity(t
     assert diffs["family_size"] == len(tested)
     smallest = min(tested, key=lambda r: r["p"])
     assert smallest["p_holm"] == pytest.approx(min(1.0, len(tested) * smallest["p"]))
+
+
+@pytest.mark.slow
+def test_the_prior_design_draws_with_known_probabilities_and_runs_with_one_prior_pair(tmp_path, countries, theta):
+    from kgprobe.compare import compare_runs
+    from kgprobe.prior import ItemPrior
+    from kgprobe.simulation.model import SimulatedModel
+
+    source = tmp_path / "source.kgrun"
+    kgprobe.probe(countries, SimulatedModel(countries, theta, seed=5), budget=192, batch_size=64, seed=1,
+                  store=source, sampler="uniform").close()
+    paths = []
+    for i, seed in enumerate((11, 13)):
+        paths.append(tmp_path / f"m{i}.kgrun")
+        kgprobe.probe(countries, SimulatedModel(countries, theta, seed=seed), budget=64, batch_size=32, seed=0,
+                      store=paths[-1], prior=str(source)).close()
+    with RunStore.open(paths[0]) as store:
+        prior = ItemPrior.from_json(store.meta("item_prior"))
+        probes = store.probe_arrays()
+        config = store.config
+    with RunStore.open(paths[1]) as store:
+        other = store.probe_arrays()
+    # The run default: half of the design follows the prior's spread. With p_j = σ(ā − b_j)
+    # over the N active edges, w_j = ½/N + ½ · sqrt(p_j(1 − p_j)) / Σ sqrt(p(1 − p)), and each
+    # round's 32 design draws (audit fraction 1) include edge j with π_j = 32 · w_j.
+    assert config["prior_design"] == 0.5
+    act = np.asarray(countries.active, bool)
+    p = expit(prior.ability_prior[0] - prior.filled_difficulty())
+    spread = np.where(act, np.sqrt(p * (1 - p)), 0.0)
+    w = np.where(act, 0.5 / act.sum(), 0.0) + 0.5 * spread / spread.sum()
+    assert probes["audit"].all()
+    assert probes["inclusion"] == pytest.approx(32 * w[probes["edge"]], rel=1e-9)
+    # The weights come from the prior alone: another model with the same prior and seed
+    # drew the very same design edges (its answers differ), so the comparison is paired.
+    assert np.array_equal(probes["edge"], other["edge"]) and not np.array_equal(probes["correct"], other["correct"])
+    runs = [kgprobe.open_run(p) for p in paths]
+    try:
+        kg_row = compare_runs(runs, ["A", "B"]).differences["differences"][0]
+    finally:
+        for r in runs:
+            r.close()
+    assert kg_row["scope"] == "KG" and kg_row["paired"]

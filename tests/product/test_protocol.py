@@ -13,7 +13,7 @@ from kgprobe.api import open_run, probe_settings
 from kgprobe.cli import build_parser, main
 from kgprobe.commands.run import settings_from_args
 from kgprobe.errors import InputError
-from kgprobe.protocol import build_protocol, gguf_label, protocol_differences
+from kgprobe.protocol import build_protocol, gguf_label, protocol_differences, protocol_rows
 from kgprobe.settings import engine_config
 
 FAST = dict(method="zp-lke", batch_size=16, budget=32, seed=5, progress=False, report=False,
@@ -57,6 +57,17 @@ def test_api_and_cli_resolve_to_the_same_protocol(countries, sim_model):
     a = build_protocol(engine_config(cli), countries, sim_model, "default", date="d")
     b = build_protocol(engine_config(api), countries, sim_model, "default", date="d")
     assert a == b
+    # The design: uniform unless a prior is given, then half of it follows the prior.
+    assert a["design"] == {"tilt": 0.0, "prior_share": 0.5}
+    rows = dict(protocol_rows(a))
+    assert rows["design"] == "0.5 of the probabilities follow the --prior's predicted spread (if a prior was given)"
+    # An older run file's settings hold neither key: it drew uniformly.
+    old = engine_config(api).to_dict()
+    del old["design_tilt"], old["prior_design"]
+    assert dict(protocol_rows(build_protocol(old, countries, sim_model, "default", date="d")))["design"] == "uniform"
+    tilted = dict(engine_config(api).to_dict(), design_tilt=0.5, prior_design=0.0)
+    assert dict(protocol_rows(build_protocol(tilted, countries, sim_model, "default", date="d")))["design"] == \
+        "0.5 leans towards edges predicted wrong"
 
 
 def test_one_probe_option_leaves_the_others_at_their_defaults():
