@@ -198,7 +198,8 @@ def _design_text(design: Mapping[str, Any] | None) -> str:
     tilt, share = design.get("tilt") or 0.0, design.get("prior_share") or 0.0
     parts = []
     if share:
-        parts.append(f"{share:g} of the probabilities follow the --prior's predicted spread (if a prior was given)")
+        parts.append(f"{share:g} of the probabilities follow the item-response prior's predicted spread when "
+                     "--prior is given (uniform without one)")
     if tilt:
         parts.append(f"{tilt:g} leans towards edges predicted wrong")
     return "; ".join(parts) if parts else "uniform"

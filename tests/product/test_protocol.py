@@ -60,7 +60,8 @@ def test_api_and_cli_resolve_to_the_same_protocol(countries, sim_model):
     # The design: uniform unless a prior is given, then half of it follows the prior.
     assert a["design"] == {"tilt": 0.0, "prior_share": 0.5}
     rows = dict(protocol_rows(a))
-    assert rows["design"] == "0.5 of the probabilities follow the --prior's predicted spread (if a prior was given)"
+    assert rows["design"] == ("0.5 of the probabilities follow the item-response prior's predicted spread when "
+                              "--prior is given (uniform without one)")
     # An older run file's settings hold neither key: it drew uniformly.
     old = engine_config(api).to_dict()
     del old["design_tilt"], old["prior_design"]
