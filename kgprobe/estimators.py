@@ -116,6 +116,9 @@ class ProbeTable:
     """Edge index of each probe (pairs the design probes of two runs in a comparison)."""
     final_mean: float | None = None
     """Mean prediction over the active edges after the last round (a model-based number, studies only)."""
+    prior_weight: float | None = None
+    """The item-response prior's stacking weight after the last round (:meth:`kgprobe.prior.ItemPrior.stacked`;
+    studies only, None without a prior)."""
 
 
 def _z_scores(y, yhat, pi, rnd, in_group, m_per_round, mean_pred, n_group) -> np.ndarray:

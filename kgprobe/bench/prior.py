@@ -17,7 +17,9 @@ held-out sweep's truth (1 − mean θ over its edges), pooled over held-out mode
 next to the same replays with the prior but a uniform design (``uniform_design``) and
 without a prior (``no_prior``), all on the same seeds. Per held-out model also
 ``model_mean_with_prior`` (the prior-based predictions' own mean after the run, a
-model-based number without an interval, as tinyBenchmarks reports) and
+model-based number without an interval, as tinyBenchmarks reports),
+``prior_weight`` (the weight the prior's predictions had against the run's own at the
+end, :meth:`kgprobe.prior.ItemPrior.stacked`, mean over runs) and
 ``floor_within_3pt``: what a design-unbiased estimate could reach with *exact*
 predictions (:func:`design_floors`): each probe's Bernoulli noise is left, so a uniform
 design cannot beat ``mean θ(1 − θ) / M``, while a design that draws the edges with the
@@ -156,6 +158,7 @@ def handle(args) -> int:
             **hd,
             "uniform_design": ud,
             "no_prior": nd,
+            "prior_weight": with_prior["prior_weight"],
             "model_mean_with_prior": with_prior["model-mean"],
             "bernoulli_variance": with_prior["bernoulli_variance"],
             "floor_within_3pt": design_floors(theta, m, design),
@@ -169,9 +172,11 @@ def handle(args) -> int:
             # truth: a prior as sharp as an earlier run of this very model.
             first, second = _split_halves(sw)
             own = fit_prior(kg, [sweep_answers(first, f"{name} (first {first.passes} passes)")])
-            sd = _scores(replay_coverage(second, item_prior=own, prior_design=design, **common))
+            own_run = replay_coverage(second, item_prior=own, prior_design=design, **common)
+            sd = _scores(own_run)
             su = _scores(replay_coverage(second, item_prior=own, prior_design=0.0, **common))
-            row["split_half"] = {**sd, "uniform_design": su, "passes": [first.passes, second.passes]}
+            row["split_half"] = {**sd, "uniform_design": su, "prior_weight": own_run["prior_weight"],
+                                 "passes": [first.passes, second.passes]}
             split.append(sd); split_uniform.append(su)
             line += (f"; own first-half prior: within 3 pt {sd['within_3pt']:.2f} (uniform design "
                      f"{su['within_3pt']:.2f}), coverage {sd['coverage']:.2f}")

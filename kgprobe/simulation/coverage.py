@@ -33,6 +33,7 @@ from kgprobe.estimators import (
     ProbeTable,
     group_estimates,
     kg_estimate,
+    predicted_right,
     round_means,
     round_predictions,
 )
@@ -145,9 +146,13 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     labels = {kind: np.asarray(names, dtype=object)[lab[arr["edge"]]]
               for kind, (lab, names) in setup["labels"].items()}
     final = round_predictions(pkg, smp, item_prior)
+    weight = None
+    if item_prior is not None:
+        loo = smp.prior_estimate(pkg)
+        weight = item_prior.stacked(pkg, predicted_right(pkg, smp), None if loo is None else 1.0 - loo)[1]
     return ProbeTable(arr["correct"], arr["design"], arr["predicted"].astype(np.float64), arr["inclusion"],
                       arr["round"], labels, means, setup["sizes"], arr["edge"],
-                      float(final[setup["active"]].mean()))
+                      float(final[setup["active"]].mean()), weight)
 
 
 def _direct_counts(table: ProbeTable, kind: str) -> dict[str, tuple[int, int]]:
@@ -197,6 +202,7 @@ def replay_coverage(
                                             for m in ("ht-difference", "audit-wilson")}
     grp = {kind: {g: {"covered": [], "model": []} for g in truth[kind]} for kind in ("predicate", "group")}
     model_based: list[float] = []
+    prior_weights: list[float] = []
     weak_probes: list[float] = []
     weak_found: list[int] = []
     for r in range(runs):
@@ -205,6 +211,8 @@ def replay_coverage(
                              tilt=tilt, prior_design=prior_design)
         est = kg_estimate(table, confidence=confidence)
         model_based.append(table.final_mean)
+        if table.prior_weight is not None:
+            prior_weights.append(table.prior_weight)
         weak = setup["theta"][table.edge] > 0.5
         weak_probes.append(float(weak.mean()))
         weak_found.append(int(np.unique(table.edge[weak]).size))
@@ -239,6 +247,8 @@ def replay_coverage(
             "abs_error": round(float(np.nanmean(np.abs(e - truth["kg"]))), 4),
             "within_3pt": round(float(np.mean(np.abs(e - truth["kg"]) <= 0.03)), 3),
         }
+    # How much the prior's predictions counted against the run's own at the end (mean over runs).
+    out["prior_weight"] = round(float(np.mean(prior_weights)), 3) if prior_weights else None
     # The predictions' own mean after the run: model-based, no interval (tinyBenchmarks-style).
     mb = np.asarray(model_based, dtype=np.float64)
     out["model-mean"] = {"mean_estimate": round(float(mb.mean()), 4),

@@ -60,6 +60,12 @@ def test_leave_one_model_out_on_hand_made_sweeps(tmp_path, capsys):
     assert per[paths[2]]["shared_edges"] == 40 and per[paths[0]]["shared_edges"] == 40
     # The own-passes prior: the first half of the passes against the second.
     assert [per[p]["split_half"]["passes"] for p in paths] == [[2, 2], [2, 2], [1, 1]]
+    # b against the others: a and c found the first 20 edges the easier ones, b gets exactly
+    # those wrong — the prior predicts b backwards and ends with weight 0. b's own first two
+    # passes say exactly what its last two do: weight 1.
+    assert (per[paths[1]]["prior_weight"], per[paths[1]]["split_half"]["prior_weight"]) == (0.0, 1.0)
+    # a's first two passes were right everywhere: they tell no edge from another, weight 0.
+    assert per[paths[0]]["split_half"]["prior_weight"] == 0.0
     for key in ("uniform_design", "no_prior", "split_half"):
         assert set(out[key]) >= {"abs_error", "within_3pt", "coverage", "ci_halfwidth"}
 
