@@ -292,7 +292,9 @@ class Engine:
         self._labels = group_labels(kg)
         #: An item-response prior (``kgprobe.prior.ItemPrior``) predicting outcomes, or None.
         self.item_prior = None
-        self._prior_design: tuple | None = None  # (item prior, its design weights), computed once
+        #: The run's untilted design weights: None (uniform), or the prior-weighted design,
+        #: fixed by the prior when the run is set up (from_config).
+        self.design_base: np.ndarray | None = None
         # The state before round 1, to fall back on when an interrupted first round must be undone.
         self._initial = (pkg.state_dict(), sampler.state_dict(), monitor.state_dict())
         self._needs_reload = False
@@ -322,6 +324,10 @@ class Engine:
             item_prior.start(pkg)
         engine = cls(kg, model, probe, sampler, pkg, monitor, store, config)
         engine.item_prior = item_prior
+        if item_prior is not None:
+            from kgprobe.sampling.audit import prior_design_weights
+
+            engine.design_base = prior_design_weights(pkg, item_prior.initial_mean(), config.prior_design)
         engine._restore()
         return engine
 
@@ -435,7 +441,7 @@ class Engine:
         # towards edges predicted wrong, always with known probabilities
         # (kgprobe.sampling.audit); uniform and brute force stay as named.
         self.pkg.design_weights = round_design_weights(self.pkg, right, sampler=cfg.sampler, tilt=cfg.design_tilt,
-                                                       base=self._prior_design_weights())
+                                                       base=self.design_base)
         try:
             selection = self.sampler.select(self.pkg, n, round_rng(cfg.seed, r, 0))
             edges = np.asarray(selection.edges, dtype=np.int64)
@@ -621,17 +627,6 @@ class Engine:
         return responses, False, True
 
     # -- predictions and estimates -------------------------------------------------------
-    def _prior_design_weights(self) -> np.ndarray | None:
-        """The run's prior-weighted design (None: uniform); fixed by the prior, the same every round."""
-        if self.item_prior is None or self.config.prior_design <= 0:
-            return None
-        if self._prior_design is None or self._prior_design[0] is not self.item_prior:
-            from kgprobe.sampling.audit import prior_design_weights
-
-            weights = prior_design_weights(self.pkg, self.item_prior.initial_mean(), self.config.prior_design)
-            self._prior_design = (self.item_prior, weights)
-        return self._prior_design[1]
-
     def _predictions(self) -> tuple[np.ndarray, dict]:
         """Every edge's predicted chance of a right answer, and its per-group means."""
         from kgprobe.estimators import round_means, round_predictions

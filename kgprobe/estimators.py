@@ -296,17 +296,21 @@ FIXED_PREDICTION_SAMPLERS = ("brute-force",)
 
 def round_predictions(pkg, sampler=None, item_prior=None) -> np.ndarray:
     """The predictions the engine records before a round (see :func:`predicted_right`)."""
+    return weighed_predictions(pkg, sampler, item_prior)[0]
+
+
+def weighed_predictions(pkg, sampler=None, item_prior=None) -> tuple[np.ndarray, float | None]:
+    """:func:`round_predictions` and the item-response prior's stacking weight (None: not stacked)."""
     if sampler is not None and getattr(sampler, "name", "") in FIXED_PREDICTION_SAMPLERS:
         if item_prior is not None:
-            return item_prior.initial_mean()
-        return np.full(pkg.num_edges, 0.5)
+            return item_prior.initial_mean(), None
+        return np.full(pkg.num_edges, 0.5), None
     if item_prior is not None:
         # The prior weighed against the run's own predictions by how well each predicts
         # answers it has not seen (kgprobe.prior.ItemPrior.stacked).
         loo = sampler.prior_estimate(pkg) if sampler is not None else None
-        prediction, _ = item_prior.stacked(pkg, predicted_right(pkg, sampler), None if loo is None else 1.0 - loo)
-        return prediction
-    return predicted_right(pkg, sampler)
+        return item_prior.stacked(pkg, predicted_right(pkg, sampler), None if loo is None else 1.0 - loo)
+    return predicted_right(pkg, sampler), None
 
 
 #: Pseudo-count of the predicate-level prior in :func:`predicted_right`.

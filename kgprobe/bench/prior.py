@@ -120,8 +120,6 @@ def handle(args) -> int:
     from kgprobe.sources.embedded import load_embedded_kg
     from kgprobe.sweep import load_sweep, packaged_sweeps
 
-    import numpy as np
-
     if args.runs < 1 or args.budget < 1:
         raise InputError("--runs and --budget must be >= 1")
     t0 = time.perf_counter()
@@ -151,7 +149,6 @@ def handle(args) -> int:
         uniform = replay_coverage(sw, item_prior=prior, prior_design=0.0, **common)
         without = replay_coverage(sw, **common)
         hd, ud, nd = _scores(with_prior), _scores(uniform), _scores(without)
-        theta = 1.0 - np.asarray(sw.correct, dtype=np.float64).mean(axis=1)
         row = {
             "truth": with_prior["truth"],
             "shared_edges": prior.shared_edges,
@@ -161,7 +158,7 @@ def handle(args) -> int:
             "prior_weight": with_prior["prior_weight"],
             "model_mean_with_prior": with_prior["model-mean"],
             "bernoulli_variance": with_prior["bernoulli_variance"],
-            "floor_within_3pt": design_floors(theta, m, design),
+            "floor_within_3pt": design_floors(sw.theta(), m, design),
         }
         loo.append(hd); loo_uniform.append(ud); base.append(nd)
         line = (f"held out {name}: truth {with_prior['truth']:.3f}; prior from the others: within 3 pt "

@@ -92,6 +92,8 @@ def design_weights(pkg, predicted_error: np.ndarray, tilt: float = DESIGN_TILT,
 
     ``(1 − λ)·base + λ·θ̂_j / Σθ̂`` with ``base`` the untilted design's weights (uniform
     when None; the prior design of :func:`prior_design_weights` in a run with a prior).
+    ``base`` itself (None: uniform) when λ is 0, the graph is too large to weight, or
+    every ``θ̂_j`` is 0.
     """
     if pkg.num_active > TILT_LIMIT or tilt <= 0:
         return base
@@ -124,16 +126,9 @@ def prior_design_weights(pkg, predicted_right: np.ndarray, share: float = PRIOR_
     runs with the same prior and seed draw the same design edges and still compare
     paired. None (uniform) when ``λ`` is 0 or the graph is too large to weight.
     """
-    if pkg.num_active > TILT_LIMIT or share <= 0:
-        return None
-    act = pkg.active
     p = np.clip(np.asarray(predicted_right, dtype=np.float64), 0.0, 1.0)
-    spread = np.sqrt(p * (1.0 - p)) * act
-    total = float(spread.sum())
-    w = np.where(act, (1.0 - share) / pkg.num_active, 0.0)
-    if total <= 0:
-        return np.where(act, 1.0 / pkg.num_active, 0.0)
-    return w + share * spread / total
+    # The same mix as a tilt from the uniform design, with the spread as what it leans on.
+    return design_weights(pkg, np.sqrt(p * (1.0 - p)), share)
 
 
 def inclusion_probabilities(weights: np.ndarray, k: int) -> np.ndarray:

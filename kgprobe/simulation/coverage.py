@@ -33,9 +33,9 @@ from kgprobe.estimators import (
     ProbeTable,
     group_estimates,
     kg_estimate,
-    predicted_right,
     round_means,
     round_predictions,
+    weighed_predictions,
 )
 from kgprobe.metrics import wilson_interval
 from kgprobe.sampling.audit import audit_inclusion, prior_design_weights, round_design_weights
@@ -145,11 +145,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     arr = {k: np.concatenate(v) for k, v in cols.items()}
     labels = {kind: np.asarray(names, dtype=object)[lab[arr["edge"]]]
               for kind, (lab, names) in setup["labels"].items()}
-    final = round_predictions(pkg, smp, item_prior)
-    weight = None
-    if item_prior is not None:
-        loo = smp.prior_estimate(pkg)
-        weight = item_prior.stacked(pkg, predicted_right(pkg, smp), None if loo is None else 1.0 - loo)[1]
+    final, weight = weighed_predictions(pkg, smp, item_prior)
     return ProbeTable(arr["correct"], arr["design"], arr["predicted"].astype(np.float64), arr["inclusion"],
                       arr["round"], labels, means, setup["sizes"], arr["edge"],
                       float(final[setup["active"]].mean()), weight)
