@@ -354,6 +354,23 @@ def resolved_probe_options(method: str, options: dict) -> dict:
     return {**probe_option_defaults(method), **options}
 
 
+def protocol_difference(base: Sweep, *, kg: str, method: str, probe_options: dict) -> tuple[str, object, object] | None:
+    """Where answers recorded on ``kg`` with ``method`` and ``probe_options`` could not join ``base``'s.
+
+    The first of ``kg``, ``method`` and ``probe_options`` (resolved against the probe's
+    defaults, :func:`resolved_probe_options`) that differs, as ``(name, base's, theirs)``;
+    None when all agree. One rule for the check before any probing and for the merge.
+    """
+    for name, theirs in (("kg", kg), ("method", method), ("probe_options", probe_options)):
+        ours = getattr(base, name)
+        a, b = ours, theirs
+        if name == "probe_options":
+            a, b = resolved_probe_options(base.method, ours), resolved_probe_options(method, theirs)
+        if a != b:
+            return name, ours, theirs
+    return None
+
+
 def merge_sweeps(base: Sweep, new: Sweep, *, made_by: str) -> Sweep:
     """One sweep of ``base``'s and ``new``'s edges: ``new.passes`` answers each (the first of ``base``'s).
 
@@ -361,13 +378,12 @@ def merge_sweeps(base: Sweep, new: Sweep, *, made_by: str) -> Sweep:
     disjoint edges, and ``base`` must have at least ``new.passes`` passes; the merged
     sweep takes ``new``'s KG hash and seed, and keeps ``base``'s provenance in ``info``.
     """
-    for name in ("kg", "method", "probe_options", "model"):
-        a, b = getattr(base, name), getattr(new, name)
-        if name == "probe_options":
-            a, b = resolved_probe_options(base.method, a), resolved_probe_options(new.method, b)
-        if a != b:
-            raise InputError(f"cannot extend the sweep: its {name} is {getattr(base, name)!r}, the new answers' "
-                             f"is {getattr(new, name)!r}")
+    diff = protocol_difference(base, kg=new.kg, method=new.method, probe_options=new.probe_options)
+    if diff is None and base.model != new.model:
+        diff = ("model", base.model, new.model)
+    if diff is not None:
+        name, ours, theirs = diff
+        raise InputError(f"cannot extend the sweep: its {name} is {ours!r}, the new answers' is {theirs!r}")
     ident_base, ident_new = base.info.get("model_identity"), new.info.get("model_identity")
     if ident_base and ident_new and ident_base != ident_new:
         raise InputError(f"cannot extend the sweep: it was recorded with {ident_base}, the new answers with "

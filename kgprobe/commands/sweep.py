@@ -251,16 +251,17 @@ def handle(args: argparse.Namespace) -> int:
 
 def _check_extendable(base, settings: dict, kg) -> None:
     """Refuse, before any probing, to extend a sweep the new answers could not be merged with."""
-    if base.kg != kg.name:
-        raise InputError(f"--extend: the sweep was recorded on the KG {base.kg!r}, not {kg.name!r}")
-    if base.method != settings["method"]:
-        raise InputError(f"--extend: the sweep was recorded with --method {base.method}, not {settings['method']}")
-    from kgprobe.sweep import resolved_probe_options
+    from kgprobe.sweep import protocol_difference
 
-    if resolved_probe_options(base.method, base.probe_options) != \
-            resolved_probe_options(base.method, settings["probe_options"]):
-        raise InputError(f"--extend: the sweep's probe options are {base.probe_options}, these are "
-                         f"{settings['probe_options']}; use the same --probe-option values")
+    diff = protocol_difference(base, kg=kg.name, method=settings["method"], probe_options=settings["probe_options"])
+    if diff is not None:
+        name, ours, theirs = diff
+        raise InputError({
+            "kg": f"--extend: the sweep was recorded on the KG {ours!r}, not {theirs!r}",
+            "method": f"--extend: the sweep was recorded with --method {ours}, not {theirs}",
+            "probe_options": f"--extend: the sweep's probe options are {ours}, these are {theirs}; use the same "
+                             "--probe-option values",
+        }[name])
     if base.passes < settings["passes"]:
         raise InputError(f"--extend: the sweep has {base.passes} passes, fewer than the --passes "
                          f"{settings['passes']} asked for")
