@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.kgprobe-setup
 
-.PHONY: setup setup-vllm demo test test-fast clean
+.PHONY: setup setup-vllm demo lint test test-fast clean
 
 setup: $(STAMP)
 
@@ -36,6 +36,10 @@ $(VLLM_STAMP): $(STAMP)
 
 demo: setup
 	$(BIN)/kgprobe run
+
+# Pyflakes-class errors (undefined names, unused imports, redefinitions); CI runs it first.
+lint: setup
+	$(BIN)/ruff check .
 
 test: setup setup-vllm
 	$(BIN)/python -m pytest

@@ -38,7 +38,7 @@ from kgprobe.engine import (
     RoundSummary,
     metrics_to_dict,
 )
-from kgprobe.errors import DamagedFileError, InputError
+from kgprobe.errors import DamagedFileError, InputError, StoreError
 from kgprobe.kg.graph import KnowledgeGraph
 from kgprobe.models.base import LanguageModel
 from kgprobe.settings import RUN_DEFAULTS

@@ -303,7 +303,6 @@ class LiveView:
     # -- rich -------------------------------------------------------------------------
     def render(self):
         width = self.console.width
-        s = self.last
         st = self.started
         head = Text()
         if st is not None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import time
 import os
 import re

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 
 from kgprobe.sources.rdf import DEAD_PREDICATES
 

@@ -12,7 +12,6 @@ is :func:`kgprobe.simulation.run_study_on_kg`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path

@@ -521,7 +521,6 @@ class TransformersModel(TokenizedBackend, LanguageModel):
     # ------------------------------------------------------------------ plain scoring
     def _score_full(self, encoded: list[Encoded], which: list[int], into: list | None = None) -> list[ScoreResult]:
         """Every sequence ``encoded[i]`` (i in ``which``) run on its own, batched with padding."""
-        torch = self._torch
         order = sorted(which, key=lambda i: len(encoded[i].ids))
         results = into if into is not None else [None] * len(encoded)
         pad = self._tokenizer.pad_token_id if self._tokenizer.pad_token_id is not None else 0

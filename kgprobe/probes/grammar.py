@@ -416,7 +416,7 @@ def _templates(label: str, kind: str, multi: bool, shape: str) -> tuple[list, li
              "thing": "What"}[kind]
     if shape == "count":
         rest = label[len("number of "):]
-        hgp = [f"The number of {rest} of {{subject}} is", f"{{subject}} has"]
+        hgp = [f"The number of {rest} of {{subject}} is", "{subject} has"]
         wh = [f"How many {rest} does {{subject}} have?", f"What is the number of {rest} of {{subject}}?"]
         yes_no = [f"Does {{subject}} have {{object}} {rest}?", f"Is the number of {rest} of {{subject}} {{object}}?"]
     elif shape == "inverse-noun":

@@ -7,7 +7,6 @@ import sqlite3
 import subprocess
 import sys
 
-import pytest
 
 from kgprobe.store import FORMAT_VERSION, RunStore
 
@@ -67,7 +66,7 @@ def test_run_file_from_a_newer_version(tmp_path):
     for cmd in ("resume", "report"):
         p = kgprobe(cmd, str(path))
         assert p.returncode == 2, cmd
-        assert f"format version 99" in p.stderr and f"reads up to version {FORMAT_VERSION}" in p.stderr
+        assert "format version 99" in p.stderr and f"reads up to version {FORMAT_VERSION}" in p.stderr
 
 
 def test_missing_and_garbage_run_files(tmp_path):

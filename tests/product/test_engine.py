@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 import kgprobe
-from kgprobe.engine import Engine, EngineConfig, RoundFinished, RunFinished, round_rng
+from kgprobe.engine import EngineConfig, RoundFinished, RunFinished, round_rng
 from kgprobe.errors import InputError
-from kgprobe.store import RunStore
 
 #: Fast settings: a real ZP-LKE rendering with few examples and options.
 FAST_PROBE = {"num_examples": 5, "num_distractors": 4}

@@ -12,7 +12,7 @@ import kgprobe
 from kgprobe.api import open_run, probe_settings
 from kgprobe.cli import build_parser, main
 from kgprobe.commands.run import settings_from_args
-from kgprobe.errors import InputError
+from kgprobe.errors import InputError, StoreError
 from kgprobe.protocol import build_protocol, gguf_label, protocol_differences, protocol_rows
 from kgprobe.settings import engine_config
 
@@ -184,6 +184,11 @@ def test_in_memory_runs(tmp_path, countries, sim_model):
         assert [p.answer for p in copy.store.probes()] == [p.answer for p in run.store.probes()]
     with pytest.raises(InputError, match="run.save"):
         kgprobe.resume(":memory:")
+    # A target inside a path that is a file cannot be written: a StoreError naming the
+    # target (this raised NameError before StoreError was imported where save() lives).
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(StoreError, match=r"cannot save the run to .*a-file/kept\.kgrun"):
+        run.save(tmp_path / "a-file" / "kept")
 
 
 def test_default_store_and_report(tmp_path, countries, sim_model, monkeypatch):
