@@ -41,6 +41,7 @@ from kgprobe.engine import (
 from kgprobe.errors import DamagedFileError, InputError, StoreError
 from kgprobe.kg.graph import KnowledgeGraph
 from kgprobe.models.base import LanguageModel
+from kgprobe import run_spec
 from kgprobe.settings import RUN_DEFAULTS
 from kgprobe.store import RunStore, kg_fingerprint
 
@@ -537,6 +538,7 @@ def probe(
     prior: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
     design_tilt: float = DEFAULT,
     prior_design: float = DEFAULT,
+    device: str = DEFAULT,
 ) -> "Run":
     """Probe ``model`` on ``kg`` with an adaptive sampler, within ``budget`` model queries.
 
@@ -548,28 +550,7 @@ def probe(
 
     Parameters
     ----------
-    kg:
-        A KnowledgeGraph, a KG file path, or an embedded KG name (``"countries"``, ``"geo"``).
-    model:
-        A LanguageModel or a spec for :func:`kgprobe.models.registry.load_model`
-        (``"default"``, a hub id such as ``"HuggingFaceTB/SmolLM2-135M"``, a local
-        directory, ``"hf:…"``, ``"vllm:…"``, ``"openai:model@base_url"``).
-    method:
-        A probe name (:data:`kgprobe.probes.PROBES`): ``"zp-lke"``, ``"hgp"``, ``"yes-no"`` …
-    budget:
-        Model queries to spend (one per scored option set or generation); at least one
-        batch. ``None``: no budget (the run stops on convergence or after 60 rounds).
-    batch_size, max_rounds, sampler, seed, propagation_weight:
-        As in KGLens: edges per round, a round cap, the sampler name, the seed that makes
-        the whole run reproducible, the one-hop propagation weight (0 disables it).
-    probe_options, sampler_options, model_options:
-        Options merged key by key over the method's / sampler's defaults (type-checked);
-        backend settings for a model spec (e.g. ``{"dtype": "bfloat16"}``).
-    audit_fraction:
-        Share of each batch drawn by the design with known inclusion probabilities
-        (uniform, or tilted towards edges predicted wrong by ``design_tilt``) that the
-        unbiased estimates rest on; the rest is the sampler's own choice (for samplers
-        that take ``audit_fraction``). Default 1.
+{run settings}
     convergence:
         True (default window 5, tolerance 0.01), False (never stop on convergence),
         ``(window, tolerance)`` or ``{"window":…, "tolerance":…, "stop": bool}``.
@@ -578,9 +559,6 @@ def probe(
         file is created), any other path (a directory that gets a new uniquely named run
         file), ``None`` or ``":memory:"`` (in memory; keep it with :meth:`Run.save`), or
         an open :class:`RunStore`.
-    report:
-        Write the Markdown/HTML report next to the run file when the run has played
-        (not for in-memory or lazy runs; see :func:`kgprobe.report.write_report`).
     progress:
         Show progress while playing: a live panel in a terminal, a progress bar in
         Jupyter, a line per round (and at least every 10 s) otherwise; False: silent.
@@ -588,30 +566,14 @@ def probe(
         Return before playing any round; iterate :meth:`Run.rounds` yourself.
     listeners:
         Callables receiving every engine event.
-    prior:
-        Run files or recorded sweeps of *other* models on the same KG (one or a list):
-        an item-response model of edge difficulty fitted from their answers starts the
-        PKG and predicts each outcome (:mod:`kgprobe.prior`). Another KG, or no shared
-        edge, is an ``InputError``.
-    design_tilt:
-        Share (0–1) of the design probabilities leaning towards edges predicted wrong
-        (:mod:`kgprobe.sampling.audit`); 0 (default) keeps the design uniform, so runs
-        with the same seed share their design edges and compare paired.
-    prior_design:
-        With ``prior``: share (0–1) of the design probabilities that follows the prior's
-        predicted outcome spread, so edges the prior leaves uncertain are drawn more often
-        (:func:`kgprobe.sampling.audit.prior_design_weights`; default 0.5, 0 = uniform).
-        Fixed by the prior alone: runs with the same prior and seed compare paired.
     """
-    from kgprobe.settings import engine_config
-
     settings = probe_settings(kg=kg, method=method, budget=budget, batch_size=batch_size, max_rounds=max_rounds,
                               sampler=sampler, seed=seed, convergence=convergence,
                               propagation_weight=propagation_weight, probe_options=probe_options,
                               sampler_options=sampler_options, audit_fraction=audit_fraction,
                               design_tilt=design_tilt, prior_design=prior_design)
     kg_obj = resolve_kg(settings["kg"])
-    config = engine_config(settings)
+    config = EngineConfig.from_settings(settings)
     config.validate(kg_obj)
     _check_names(config)
     item_prior = fit_item_prior(kg_obj, prior)
@@ -644,6 +606,9 @@ def probe(
 
             run.report_paths = write_report(run)
     return run
+
+
+probe.__doc__ = probe.__doc__.replace("{run settings}", run_spec.api_doc())
 
 
 def probe_settings(**kwargs) -> dict:

@@ -9,23 +9,22 @@ from __future__ import annotations
 
 import argparse
 
-from kgprobe.commands.options import add_device_option
-from kgprobe.commands.run import add_round_timeout_option
+from kgprobe.commands.options import add_setting_arguments
+from kgprobe.models.devices import DEVICE_CHOICES
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("resume", help="continue a stopped, interrupted or killed run", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run", help="the run file (or its name in runs/)")
-    p.add_argument("--model", help="model spec, if it must be given again (default: the one the run used)")
-    add_device_option(p, default=None, help_default="the device the run was started with")
-    p.add_argument("--budget", type=int, help="raise the run's query budget (extends a finished run)")
-    p.add_argument("--max-rounds", type=int, help="raise the run's round limit")
-    p.add_argument("--cache", metavar="FILE", help="SQLite response cache shared across runs")
-    add_round_timeout_option(p)
-    p.add_argument("--no-report", dest="report", action="store_false", help="do not write the report at the end")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
-    p.add_argument("--plain", action="store_true", help="line-by-line progress even on a terminal")
+    add_setting_arguments(p, "resume", unset=None, groups=False, help={
+        "model": "model spec, if it must be given again (default: the one the run used)",
+        "device": f"where a local model runs: {DEVICE_CHOICES} (default: the device the run was started with); "
+                  "API backends ignore it",
+        "budget": "raise the run's query budget (extends a finished run)",
+        "max_rounds": "raise the run's round limit",
+        "report": "do not write the report at the end",
+    })
     p.add_argument("--output", metavar="PATH", help="also write the JSON report (with the protocol) to PATH")
     p.set_defaults(func=handle)
 

@@ -20,7 +20,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-from kgprobe.commands.options import add_device_option
+from kgprobe import run_spec
+from kgprobe.commands.options import add_setting_arguments
 from kgprobe.errors import InputError
 
 from kgprobe.settings import METHOD_DEFAULTS, RUN_DEFAULTS
@@ -39,74 +40,12 @@ def register(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    S = argparse.SUPPRESS  # unset options stay absent so a config file can supply them
-    src = p.add_argument_group("knowledge graph")
-    src.add_argument("--kg", default=S, help="a KG file or an embedded KG name (default: countries)")
-    src.add_argument("--endpoint", default=S, help="build the KG from this SPARQL endpoint URL first")
-    from kgprobe.cli import RenamedOption
-
-    src.add_argument("--seed-entities", dest="seed_entities", nargs="+", default=S, metavar="ENTITY",
-                     help="seed entities (QIDs or labels) for --endpoint")
-    src.add_argument("--seeds", dest="seed_entities", nargs="+", default=S, action=RenamedOption,
-                     new_name="--seed-entities")
-    src.add_argument("--hops", type=int, default=S, help="random-walk hops for --endpoint (default 2)")
-    m = p.add_argument_group("model and method")
-    m.add_argument("--model", default=S,
-                   help="default | a registry name | a hub id (HuggingFaceTB/SmolLM2-135M) | a local directory | "
-                   "hf:ID | vllm:MODEL | openai:MODEL@BASE_URL (default: default, SmolLM2-135M-Instruct "
-                   "(GGUF Q4_1, dequantized))")
-    m.add_argument("--model-option", action="append", default=S, metavar="KEY=VALUE",
-                   help='a backend setting (JSON values; repeatable), e.g. base_urls=\'["http://a:8000/v1", '
-                   '"http://b:8000/v1"]\' or tensor_parallel_size=2')
-    add_device_option(m)
-    m.add_argument("--method", default=S, help="probe method: zp-lke, hgp, yes-no, wh, easy, hard, … (default zp-lke)")
-    m.add_argument("--probe-option", action="append", default=S, metavar="KEY=VALUE",
-                   help="a probe setting, e.g. num_examples=20 (JSON values; repeatable)")
-    m.add_argument("--cache", default=S, metavar="FILE", help="SQLite response cache shared across runs")
-    add_round_timeout_option(m, S)
-    s = p.add_argument_group("sampling and stopping")
-    s.add_argument("--sampler", default=S, help="focus, thompson, kglens-thompson, epsilon-greedy, uniform, brute-force, … (default focus)")
-    s.add_argument("--sampler-option", action="append", default=S, metavar="KEY=VALUE", help="a sampler setting")
-    s.add_argument("--audit-fraction", type=float, default=S,
-                   help="share of each batch drawn by the known-probability design the unbiased estimates rest on "
-                        "(default 1: every probe; lower it to give the sampler's own choices more, at the price "
-                        "of wider intervals)")
-    s.add_argument("--prior", nargs="+", default=S, metavar="RUN_OR_SWEEP",
-                   help="run files or recorded sweeps of other models on the same KG: an item-response "
-                        "model of edge difficulty fitted from them starts the PKG, the estimates and the design")
-    s.add_argument("--prior-design", type=float, default=S, metavar="SHARE",
-                   help="with --prior: share (0-1) of the design probabilities that follows the prior's "
-                        "predicted spread, drawing edges it leaves uncertain more often (default 0.5; 0: uniform)")
-    s.add_argument("--design-tilt", type=float, default=S,
-                   help="share (0-1) of the design probabilities leaning towards edges predicted wrong "
-                        "(default 0: uniform, so runs with the same seed compare paired)")
-    s.add_argument("--budget", type=int, default=S, help="model queries to spend (default 256)")
-    s.add_argument("--batch-size", type=int, default=S, help="edges per round (default 32)")
-    s.add_argument("--max-rounds", type=int, default=S, help="stop after this many rounds")
-    s.add_argument("--seed", type=int, default=S,
-                   help="random seed of the whole run (default 0); not --seed-entities")
-    s.add_argument("--propagation-weight", type=float, default=S,
-                   help="one-hop propagation weight w (default 1, as KGLens; 0 turns propagation off)")
-    s.add_argument("--convergence-window", type=int, default=S, help="rounds in the convergence window (default 5)")
-    s.add_argument("--convergence-tolerance", type=float, default=S, help="convergence tolerance (default 0.01)")
-    s.add_argument("--no-convergence-stop", dest="stop_on_convergence", action="store_false", default=S,
-                   help="keep going after the metrics converge")
-    o = p.add_argument_group("output")
+    # Unset options stay absent so a config file can supply them.
+    sections = add_setting_arguments(p, "run")
+    o = sections["output"]
     o.add_argument("--config", help="TOML file with any of these settings")
-    o.add_argument("--out", default=S, help="directory for the run file (default runs/)")
     o.add_argument("--output", metavar="PATH", help="also write the JSON report (with the protocol) to PATH")
-    o.add_argument("--no-report", dest="report", action="store_false", default=S,
-                   help="do not write the Markdown/HTML report at the end")
-    o.add_argument("--quiet", action="store_true", default=S, help="no progress output")
-    o.add_argument("--plain", action="store_true", default=S, help="line-by-line progress even on a terminal")
     p.set_defaults(func=handle)
-
-
-def add_round_timeout_option(group, default=None) -> None:
-    """``--round-timeout``: the deadline of one round's requests to an HTTP backend."""
-    group.add_argument("--round-timeout", type=float, default=default, metavar="SECONDS",
-                       help="HTTP backends (openai:): give up a round after this many seconds; its answered "
-                       "requests are kept for the resume (default: no limit beyond per-request timeouts)")
 
 
 def with_round_timeout(options: dict, round_timeout) -> dict:
@@ -142,14 +81,13 @@ def load_config_file(path: str) -> dict:
         raise InputError(f"config file {path} is not valid TOML: {exc}") from None
     except OSError as exc:
         raise InputError(f"cannot read config file {path}: {exc.strerror}") from None
-    from kgprobe.config_schema import check_settings
-
     cfg = {k.replace("-", "_"): v for k, v in raw.items()}
-    check_settings(cfg, f"config file {path}", known=DEFAULTS)
-    if "seeds" in cfg and "seed_entities" not in cfg:
-        print(f"kgprobe: warning: config file {path}: 'seeds' is now 'seed_entities'; the old name still works for now",
-              file=sys.stderr)
-        cfg["seed_entities"] = cfg.pop("seeds")
+    run_spec.check_settings(cfg, f"config file {path}")
+    for old, new in run_spec.TOML_ALIASES.items():
+        if old in cfg and new not in cfg:
+            print(f"kgprobe: warning: config file {path}: {old!r} is now {new!r}; the old name still works for now",
+                  file=sys.stderr)
+            cfg[new] = cfg.pop(old)
     return cfg
 
 
@@ -164,11 +102,9 @@ def settings_from_args(args: argparse.Namespace) -> dict:
     given = {k: v for k, v in vars(args).items()
              if k not in ("func", "command", "config", "output") and not k.startswith("_")}
     options = []
-    for flag, key in (("probe_option", "probe_options"), ("model_option", "model_options"),
-                      ("sampler_option", "sampler_options")):
-        if flag in given:
-            name = "--" + flag.replace("_", "-")
-            options.append((name, {key: _parse_kv(given.pop(flag), name)}))
+    for setting in run_spec.SETTINGS:
+        if setting.cli == "pairs" and setting.name in given:
+            options.append((setting.flag_name, {setting.name: _parse_kv(given.pop(setting.name), setting.flag_name)}))
     settings = resolve_run_settings(*layers, ("the command line", given), *options)
     from kgprobe.models.devices import check_device_spec
 
@@ -226,15 +162,14 @@ def _quiet_model_loading() -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from kgprobe.api import _check_names, _open_new_store, check_model
-    from kgprobe.engine import Engine
-    from kgprobe.settings import engine_config
+    from kgprobe.engine import Engine, EngineConfig
 
     prepare_process_for_models()
     # Types, ranges and unknown keys are checked while resolving, before a run file exists.
     settings = settings_from_args(args)
     settings["model_options"] = with_round_timeout(settings["model_options"], settings.pop("round_timeout"))
     kg = resolve_kg_setting(settings)
-    config = engine_config(settings)
+    config = EngineConfig.from_settings(settings)
     # Cheap checks first: a typo should not cost a model load.
     config.validate(kg)
     _check_names(config)

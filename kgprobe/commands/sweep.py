@@ -33,27 +33,10 @@ import shlex
 import sys
 from pathlib import Path
 
+from kgprobe.commands.options import add_setting_arguments
 from kgprobe.errors import InputError
 
-#: Options of ``kgprobe run`` that make no sense for a sweep (it always uses the
-#: brute-force sampler without propagation, a fixed number of passes and no report).
-_RUN_ONLY = {
-    "sampler", "sampler_option", "audit_fraction", "budget", "max_rounds", "propagation_weight",
-    "convergence_window", "convergence_tolerance", "stop_on_convergence", "report", "config",
-    "endpoint", "seeds", "hops", "help",
-}
-
 DEFAULT_OUT = "runs"
-
-
-def _run_actions():
-    """The argument definitions of ``kgprobe run`` (model, backend, probe, output options)."""
-    from kgprobe.commands import run as run_command
-
-    holder = argparse.ArgumentParser(add_help=False)
-    run_command.register(holder.add_subparsers())
-    run_parser = holder._subparsers._group_actions[0].choices["run"]
-    return [a for a in run_parser._actions if a.dest not in _RUN_ONLY]
 
 
 def register(subparsers) -> None:
@@ -76,10 +59,9 @@ def register(subparsers) -> None:
     p.add_argument("--export-now", action="store_true",
                    help="probe nothing: export the passes completed so far (fewer than --passes when the sweep is "
                    "unfinished; the file says so) — works while the sweep runs in another process")
-    # The model, backend and probe options are run's own definitions (so backend options
-    # such as a device choice added to `run` apply here too).
-    for action in _run_actions():
-        p._add_action(action)
+    # The run settings a sweep takes (model, backend, probe, output); it always uses the
+    # brute-force sampler without propagation, a fixed number of passes and no report.
+    add_setting_arguments(p, "sweep")
     p.set_defaults(func=handle)
 
 
