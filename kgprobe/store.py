@@ -609,6 +609,30 @@ class RunStore:
             os.close(self._lock_fd)
             self._lock_fd = None
 
+    def discard(self) -> None:
+        """Close and remove the file: for a new run that failed before recording anything,
+        which must not be left behind looking like a run. An in-memory store is only closed."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self.path != ":memory:":
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                try:
+                    os.unlink(self.path + suffix)
+                except OSError:
+                    pass
+        self.close()  # releases the lock last, so no one opens the file in between
+
+    def holds_answers(self) -> bool:
+        """Whether anything of the model's was recorded: a round, a logged response, or the
+        kept answers of a failed round (which a resume reuses)."""
+        if self.last_round() > 0 or self.num_logged_requests() > 0:
+            return True
+        try:
+            return self._conn.execute("SELECT 1 FROM partial_responses LIMIT 1").fetchone() is not None
+        except sqlite3.OperationalError:  # no such table: nothing was ever kept
+            return False
+
     def __enter__(self):
         return self
 

@@ -113,7 +113,7 @@ def _pooled(rows: list[dict]) -> dict:
 
 
 def handle(args) -> int:
-    from kgprobe.commands.run import DEFAULTS
+    from kgprobe.settings import RUN_DEFAULTS as DEFAULTS
     from kgprobe.errors import InputError
     from kgprobe.prior import fit_prior, sweep_answers
     from kgprobe.simulation.coverage import replay_coverage

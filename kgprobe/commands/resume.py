@@ -31,13 +31,15 @@ def register(subparsers) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from kgprobe.api import find_run, resume
-    from kgprobe.commands.run import _short_warnings, load_model_setting, play, prepare_process_for_models
-    from kgprobe.store import RunStore
-
+    from kgprobe.commands.common import (
+        load_model_setting, play, prepare_process_for_models, short_warnings, with_round_timeout,
+    )
     import json
 
+    from kgprobe.store import RunStore
+
     prepare_process_for_models()
-    _short_warnings()
+    short_warnings()
     path = find_run(args.run)
     spec = args.model
     # Not verified here: resume() verifies and may drop a damaged last round.
@@ -45,11 +47,16 @@ def handle(args: argparse.Namespace) -> int:
         options = json.loads(ro.meta("model_options") or "{}")
         if spec is None:
             spec = ro.model_spec or None
-        device = args.device or ro.meta("device") or "auto"
-    from kgprobe.commands.run import with_round_timeout
-
+        # A run file without a recorded device: its model options may name one.
+        device = args.device or ro.meta("device") or options.get("device") or "auto"
     options = with_round_timeout(options, args.round_timeout)
     model = load_model_setting(spec, args.cache, options, device) if spec else None
     run = resume(path, model, budget=args.budget, max_rounds=args.max_rounds, lazy=True)
-    return play(run.engine, run.store, {"quiet": args.quiet, "plain": args.plain, "report": args.report,
+    if run.nothing_left:
+        print(f"kgprobe: {run.path} is finished ({run.rounds_played} rounds, {run.queries_spent} queries, stopped "
+              f"by {run.stop_reason}); nothing to resume. Raise --budget or --max-rounds to extend it; "
+              f"`kgprobe report {run.path}` shows its results")
+        run.close()
+        return 0
+    return play(run, {"quiet": args.quiet, "plain": args.plain, "report": args.report,
                                        "output": args.output})
