@@ -87,7 +87,7 @@ def option_specs(cls) -> dict[str, tuple[Any, tuple[type, ...] | None]]:
     return specs
 
 
-def _probe_class(method: str):
+def probe_class(method: str):
     from kgprobe.probes import PROBES
 
     try:
@@ -96,7 +96,7 @@ def _probe_class(method: str):
         raise InputError(f"unknown probe method {method!r}; choose one of: {', '.join(PROBES)}") from None
 
 
-def _sampler_class(sampler: str):
+def sampler_class(sampler: str):
     from kgprobe.sampling import SAMPLERS
 
     try:
@@ -115,7 +115,7 @@ def _recordable(default, allowed) -> bool:
 
 def probe_option_defaults(method: str) -> dict[str, Any]:
     """Every plain option of ``method`` at the value a run uses when none is given."""
-    specs = option_specs(_probe_class(method))
+    specs = option_specs(probe_class(method))
     out = {k: d for k, (d, allowed) in specs.items() if k not in _IMPLIED_BY_NAME and _recordable(d, allowed)}
     out.update(METHOD_DEFAULTS.get(method, {}))
     return out
@@ -123,7 +123,7 @@ def probe_option_defaults(method: str) -> dict[str, Any]:
 
 def sampler_option_defaults(sampler: str) -> dict[str, Any]:
     """Every plain option of ``sampler`` at its default."""
-    specs = option_specs(_sampler_class(sampler))
+    specs = option_specs(sampler_class(sampler))
     return {k: d for k, (d, allowed) in specs.items() if _recordable(d, allowed)}
 
 
@@ -157,7 +157,7 @@ def merge_options(kind: str, name: str, given: Mapping[str, Any] | None, *, sour
     ``kind`` is ``"probe"`` or ``"sampler"``; ``source`` names where ``given`` came from
     for error messages (``--probe-option``, a config file, ``probe_options=``).
     """
-    cls = _probe_class(name) if kind == "probe" else _sampler_class(name)
+    cls = probe_class(name) if kind == "probe" else sampler_class(name)
     specs = option_specs(cls)
     merged = probe_option_defaults(name) if kind == "probe" else sampler_option_defaults(name)
     what = source or f"{kind} option"
@@ -202,7 +202,7 @@ def resolve_run_settings(
                                               source=origin["probe_options"])
     sampler_given = dict(settings["sampler_options"])
     if settings["audit_fraction"] is not None and "audit_fraction" not in sampler_given \
-            and "audit_fraction" in option_specs(_sampler_class(settings["sampler"])):
+            and "audit_fraction" in option_specs(sampler_class(settings["sampler"])):
         sampler_given["audit_fraction"] = settings["audit_fraction"]
     settings["sampler_options"] = merge_options("sampler", settings["sampler"], sampler_given,
                                                 source=origin["sampler_options"])

@@ -44,7 +44,7 @@ def fit_item_prior(kg: KnowledgeGraph, prior):
     refs = [prior] if isinstance(prior, (str, os.PathLike)) else list(prior)
     if not refs:
         return None
-    from kgprobe.prior import prior_from_refs
+    from kgprobe.prior_sources import prior_from_refs
 
     return prior_from_refs(kg, [str(r) for r in refs])
 

@@ -115,7 +115,8 @@ def _pooled(rows: list[dict]) -> dict:
 def handle(args) -> int:
     from kgprobe.settings import RUN_DEFAULTS as DEFAULTS
     from kgprobe.errors import InputError
-    from kgprobe.prior import fit_prior, sweep_answers
+    from kgprobe.prior import fit_prior
+    from kgprobe.prior_sources import sweep_answers
     from kgprobe.simulation.coverage import replay_coverage
     from kgprobe.sources.embedded import load_embedded_kg
     from kgprobe.sweep import load_sweep, packaged_sweeps

@@ -114,7 +114,7 @@ def dtype_kwarg(dtype) -> dict:
     return {"dtype": dtype} if (major, minor) >= (4, 56) else {"torch_dtype": dtype}
 
 
-def _cache_tensors(cache) -> list[tuple]:
+def cache_tensors(cache) -> list[tuple]:
     """(key, value) per layer from a transformers cache object (4.x and 5.x layouts)."""
     if hasattr(cache, "layers"):
         return [(layer.keys, layer.values) for layer in cache.layers]
@@ -123,7 +123,7 @@ def _cache_tensors(cache) -> list[tuple]:
     return [(k, v) for k, v in cache]
 
 
-def _make_cache(tensors: list[tuple], batch: int):
+def make_cache(tensors: list[tuple], batch: int):
     """A DynamicCache holding ``tensors`` expanded to ``batch`` rows."""
     from transformers import DynamicCache
 
@@ -604,7 +604,7 @@ class TransformersModel(TokenizedBackend, LanguageModel):
             positions = torch.arange(prefix_len, device=self.device)[None]
             hidden, cache = self._hidden(ids, None, positions, cache=None, use_cache=True)
             self.tokens_run += prefix_len
-            prefix_cache = _cache_tensors(cache)
+            prefix_cache = cache_tensors(cache)
             prefix_hidden = hidden[0, keep_from:prefix_len]
         max_row = max(self.batch_tokens // 2, 1)
         rows: list[packing.Row] = []
@@ -640,7 +640,7 @@ class TransformersModel(TokenizedBackend, LanguageModel):
                     pool = self._no_outputs()
                 else:
                     ids_t, pos_t, allowed_t = self._tensors(ids, positions, allowed)
-                    cache = _make_cache(prefix_cache, len(batch)) if prefix_cache is not None else None
+                    cache = make_cache(prefix_cache, len(batch)) if prefix_cache is not None else None
                     hidden, _ = self._hidden(ids_t, self._float_mask(allowed_t), pos_t, cache=cache,
                                              use_cache=cache is not None)
                     pool = hidden.reshape(-1, hidden.shape[-1])
@@ -690,7 +690,7 @@ class TransformersModel(TokenizedBackend, LanguageModel):
         run_tree = sum(int((at >= 0).sum()) for at in split.tree_at)
         self.tokens_run += int(split.chain_len.sum()) + run_tree
         self.tokens_padded += int(b * cw - split.chain_len.sum()) + b * tw - run_tree
-        cache = _make_cache(prefix_cache, b) if prefix_cache is not None else None
+        cache = make_cache(prefix_cache, b) if prefix_cache is not None else None
         parts = []
         if cw:
             ids_t, pos_t = self._tensors(split.chain_ids, split.chain_pos)
