@@ -169,7 +169,7 @@ def _output_layer_floor(model, positions: int, calls: int, facts: int, repeats: 
             model._position_stats(hidden[:n], (none, none))
 
     if model._vocab_sliced:
-        step = hf_backend._SLICE
+        step = hf_backend.SLICE
         buf = torch.empty((chunk, step), dtype=weight.dtype)
 
         def gemm():
