@@ -1,7 +1,7 @@
 """One place that resolves the settings of a run, for the CLI, TOML configs and the API.
 
 ``kgprobe run``, ``kgprobe run --config FILE.toml`` and :func:`kgprobe.probe` all call
-:func:`resolve_run_settings`: the defaults below, overridden by a config file, overridden
+:func:`resolve_run_settings`: the defaults (:mod:`kgprobe.run_spec`), overridden by a config file, overridden
 by the command line or the API's keyword arguments. So the command line and Python
 resolve to the same protocol when neither says anything.
 
@@ -30,8 +30,8 @@ RUN_DEFAULTS: dict[str, Any] = run_spec.defaults()
 
 #: Project defaults of probe options that differ from the probe class's own defaults.
 #: ZP-LKE with 20 examples and 20 options (gold + 19) instead of the paper's 50 and 100
-#: costs ~1 s of CPU per fact on the default model instead of ~3.5 s, which keeps the
-#: default run within minutes on 2 cores. HGP uses the same 19 distractors so that both
+#: makes each fact's prompt several times shorter, which keeps the default run within
+#: minutes on 2 CPU cores (`kgprobe bench throughput` measures the cost). HGP uses the same 19 distractors so that both
 #: multiple-choice methods have the same chance level (5 %) by default. The paper's
 #: protocol: ``--probe-option num_examples=50 --probe-option num_distractors=99``.
 METHOD_DEFAULTS: dict[str, dict[str, Any]] = {

@@ -107,8 +107,8 @@ def prepare_process_for_models() -> None:
     """Process settings for local model backends; call before torch is imported.
 
     OpenMP threads that wait by spinning (libgomp's default) collapse when the cores
-    are shared: measured on this project's 2 shared cores, one round of the default run
-    took ~220 s with spinning threads and ~30 s with ``OMP_WAIT_POLICY=PASSIVE``; on
+    are shared: each spinning thread takes a core another thread needs, and a round of
+    the default run took several times longer than with ``OMP_WAIT_POLICY=PASSIVE``; on
     dedicated cores passive waiting costs next to nothing. A value set by the user wins.
     """
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -4,7 +4,7 @@ With no arguments: the embedded countries KG, the default model (SmolLM2-135M), 
 zero-prompt many-shot method and a budget that finishes in a few minutes on 2 CPU cores.
 Every option can also come from ``--config FILE.toml`` (keys are the option names with
 ``_`` or ``-``; the command line wins). The defaults are those of the Python API
-(kgprobe/settings.py), and every option of the probe and sampler is recorded in the
+(kgprobe/run_spec.py), and every option of the probe and sampler is recorded in the
 run's protocol. The run is saved to ``--out`` (default ``runs/``) after every round;
 Ctrl-C or SIGTERM stops after saving and ``kgprobe resume RUN`` continues. ``--output
 FILE.json`` also writes the report data, protocol included.

@@ -10,7 +10,7 @@ import sqlite3
 import time
 import zlib
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -79,8 +79,8 @@ REPLAY_WINDOW_ENV = "KGPROBE_TEST_PAUSE_BEFORE_COMMIT"
 class RunStore:
     """One run's SQLite file. Create with :meth:`create`, reopen with :meth:`open`.
 
-    ``path=":memory:"`` keeps everything in memory (the Python API's default when no
-    store is asked for); the behaviour is identical apart from persistence.
+    ``path=":memory:"`` keeps everything in memory (the Python API's ``store=None``); the
+    behaviour is identical apart from persistence.
     """
 
     def __init__(self, conn: sqlite3.Connection, path: str, lock_fd: int | None, writable: bool):
@@ -880,10 +880,6 @@ class RunStore:
         except sqlite3.Error:
             pass  # a busy reader: the next round's checkpoint catches up
         self.check_still_there()
-
-    def _write(self, sql: str, args: Iterable) -> None:
-        with self._transaction():
-            self._conn.execute(sql, tuple(args))
 
 
 def kgprobe_version() -> str:
