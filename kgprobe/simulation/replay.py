@@ -113,24 +113,22 @@ def _graph_hint(sweep) -> str:
 def sweep_on_kg(kg, sweep):
     """``sweep`` with its edges as ``kg``'s edge indices (sorted), matched by edge keys and content hash.
 
-    The KG matches when it has the sweep's KG name or the sweep's KG content hash, and
-    holds every one of the sweep's (subject, predicate, object) keys (a sweep without keys:
-    its edge indices are taken as they are); otherwise an
-    InputError names what differs (name, content hash, the first missing edge). When
-    only the content hash differs (the same KG, rebuilt, still holding every edge) the
-    sweep's :class:`~kgprobe.sweep.SweepMismatchWarning` is issued and the replay goes on.
+    The KG matches when it has the sweep's KG name and holds every one of the sweep's
+    (subject, predicate, object) keys (a sweep without keys: its edge indices are taken
+    as they are); otherwise an InputError names what differs (name and content hashes,
+    or the first missing edge). When only the content hash differs (the same KG,
+    rebuilt, still holding every edge) the sweep's
+    :class:`~kgprobe.sweep.SweepMismatchWarning` is issued and the replay goes on.
     """
     import dataclasses
 
     from kgprobe.store import kg_fingerprint
 
     fingerprint = kg_fingerprint(kg)
-    if kg.name != sweep.kg:
-        if fingerprint != sweep.kg_hash:
-            raise InputError(
-                f"the sweep was recorded on the KG {sweep.kg!r} (content hash {sweep.kg_hash[:12]}…), but the "
-                f"graph given is {kg.name!r} (content hash {fingerprint[:12]}…): {_graph_hint(sweep)}")
-        sweep = dataclasses.replace(sweep, kg=kg.name)  # the same content under another name
+    if kg.name != sweep.kg:  # the name is part of the content, so the hash differs too
+        raise InputError(
+            f"the sweep was recorded on the KG {sweep.kg!r} (content hash {sweep.kg_hash[:12]}…), but the "
+            f"graph given is {kg.name!r} (content hash {fingerprint[:12]}…): {_graph_hint(sweep)}")
     if sweep.keys is None:
         # A sweep without edge keys (hand-made, or written before keys were kept) can only
         # be taken at its word: its edges are the KG's edge indices.
