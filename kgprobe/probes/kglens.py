@@ -63,6 +63,9 @@ WH_DEMOS = (
     ("What is the birth place of Jorund?", "Gamla Uppsala."),
     ("Who is the father of Yellow Emperor?", "Shaodian."),
 )
+#: The subjects and answers of ``WH_DEMOS``: a wh-answer that names one of them (and the
+#: question does not) repeats a demonstration, and is never counted as an answer.
+WH_DEMO_NAMES = ("Jorund", "Gamla Uppsala", "Yellow Emperor", "Shaodian")
 
 
 def answer_prompt(question: str, *, wh: bool) -> str:
@@ -261,6 +264,7 @@ class KGLensProbe(Probe):
         use_alias: bool = True,
         max_tokens_yes_no: int = 24,
         max_tokens_wh: int = 32,
+        lang: str | None = None,
     ):
         if mode not in self.MODES:
             raise InputError(f"unknown KGLens mode {mode!r}; choose one of {', '.join(self.MODES)}")
@@ -272,6 +276,8 @@ class KGLensProbe(Probe):
         self.use_alias = use_alias
         self.max_tokens_yes_no = max_tokens_yes_no
         self.max_tokens_wh = max_tokens_wh
+        # The language answers are read in; None: the KG's ``lang`` (see ``run_language``).
+        self.lang = lang
 
     def _wh_allowed(self, kg: KnowledgeGraph, edge: int) -> bool:
         t = kg.triple(edge)
@@ -408,7 +414,7 @@ class KGLensProbe(Probe):
             )
             return Verdict(said is not None and said == q["expected"], response,
                            {"type": "yes_no", "parsed": said, **detail})
-        result = verify_wh(kg, task.edge, response)
+        result = verify_wh(kg, task.edge, response, lang=self.lang, demo_names=WH_DEMO_NAMES)
         correct, judged = result.correct, None
         if self.judge is not None and not result.correct and result.reason == "no-match":
             judged = self.judge.judge(q["question"], q["gold"], response)

@@ -30,7 +30,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
+
+from kgprobe.probes.lexicon import COPULAS, PLACE_NOUNS, base_language, common_words, reads_as_proper_noun
 
 _ARTICLES = {"a", "an", "the"}
 
@@ -336,7 +338,7 @@ class Match:
     correct: bool
     reason: str
     """"match", "match-with-extras", "wrong-candidate", "wrong-extra", "no-match", "refusal",
-    "negated", "disjunctive-guess" or "empty"."""
+    "negated", "disjunctive-guess", "demo-echo" or "empty"."""
     matched: str = ""
     """The gold name that was found, when one was."""
     named_true: tuple[str, ...] = ()
@@ -366,12 +368,17 @@ class NameIndex:
     def __init__(self, groups: Iterable[tuple[str, Iterable[str]]]):
         self.keys: dict[str, set[str]] = {}
         self.unspaced: dict[str, set[str]] = {}
+        # How each key writes a name that normalizes to a variant, for the common-word rule:
+        # "Island" (a proper noun: kept where the answer writes one), "island" (the KG's own
+        # common noun: always kept), ".is" (a name with signs: kept where written as such).
+        self.spellings: dict[str, dict[str, set[str]]] = {}
         self.max_words = 1
         for key, names in groups:
             for name in names:
                 for variant in name_variants(name):
                     table = self.keys if _uses_spaces(variant) else self.unspaced
                     table.setdefault(variant, set()).add(key)
+                    self.spellings.setdefault(variant, {}).setdefault(key, set()).add(name.strip())
                     self.max_words = max(self.max_words, variant.count(" ") + 1)
 
     def spans(self, norm: str) -> list[tuple[int, int, frozenset[str]]]:
@@ -390,18 +397,116 @@ class NameIndex:
         return out
 
 
-def _longest_mentions(norm: str, raw: str, indexes: Sequence[NameIndex]) -> list[tuple[int, int, frozenset[str]]]:
+class _Reading:
+    """How one response reads in the run's language: where its common-word names are proper nouns.
+
+    ``plain`` is the normalized response before echoed names are masked (masking keeps
+    every offset), ``raw`` the response as written.
+    """
+
+    def __init__(self, plain: str, raw: str, lang: str):
+        self.plain = plain
+        self.raw = strip_diacritics(raw)
+        self.lang = base_language(lang)
+        self.words = common_words(self.lang)
+        self.bare = _strip_leading(normalize(raw))
+        self._occurrences: dict[str, tuple[list[int], list[int]]] = {}
+
+    def is_common(self, text: str) -> bool:
+        return bool(self.words) and all(w in self.words for w in text.split())
+
+    def names_entity(self, start: int, text: str, spellings: Iterable[str]) -> bool:
+        """Does the common-word mention ``text`` at ``plain[start:]`` name an entity that the KG
+        writes as ``spellings``?
+
+        A name the KG writes as a plain lower-case word is the KG's own common noun and
+        always matches; a capitalized one only where the mention reads as a proper noun;
+        one with signs (".is", a top-level domain) only where the answer writes the signs.
+        """
+        for name in spellings:
+            if name.casefold() == text:
+                if not name[:1].isupper() or self.proper_noun_at(start, text):
+                    return True
+            elif name[:1].isupper():
+                if self.proper_noun_at(start, text):
+                    return True
+            elif re.search(r"(?<![\w])" + re.escape(strip_diacritics(name)) + r"(?![\w])", self.raw, re.IGNORECASE):
+                return True
+        return False
+
+    def proper_noun_at(self, start: int, text: str) -> bool:
+        """Does the mention ``text`` at ``plain[start:]`` read as a proper noun in the response?
+
+        A response that is nothing but the name ("turkey.") names it whatever its case.
+        Otherwise the k-th mention in the normalized text is the k-th occurrence in the
+        raw text; when the two do not line up (a name written "St." for "Saint"), any
+        occurrence read as a proper noun is enough, and a name not found in the raw text
+        at all keeps the old reading.
+        """
+        if self.bare == text:
+            return True
+        if text not in self._occurrences:
+            self._occurrences[text] = (_raw_occurrences(self.raw, text), _find_all(self.plain, text))
+        in_raw, in_norm = self._occurrences[text]
+        if not in_raw:
+            return True
+        if len(in_raw) == len(in_norm) and start in in_norm:
+            return reads_as_proper_noun(self.raw, in_raw[in_norm.index(start)], self.lang)
+        return any(reads_as_proper_noun(self.raw, at, self.lang) for at in in_raw)
+
+    def demonym_locates(self, start: int, end: int) -> bool:
+        """A demonym names its place when it qualifies a place noun ("a Brazilian city", "a
+        Japanese fishing village") or is said of the subject ("Yugawara is Japanese.")."""
+        places = PLACE_NOUNS.get(self.lang)
+        if not places:
+            return False
+        after = self.plain[end:].split()
+        if any(w in places for w in after[:2] if w != "|"):
+            return True
+        before = self.plain[:start].split()
+        copulas = COPULAS.get(self.lang, frozenset())
+        return bool(before) and before[-1] in copulas and (not after or after[0] == "|")
+
+
+def _raw_occurrences(folded: str, variant: str) -> list[int]:
+    """Offsets in the raw text (diacritics stripped) where a normalized name is written."""
+    gap = r"[\W_]+(?:(?:a|an|the)[\W_]+)?"
+    pattern = r"(?<![^\W_])" + gap.join(re.escape(w) for w in variant.split()) + r"(?![^\W_])"
+    return [m.start() for m in re.finditer(pattern, folded, flags=re.IGNORECASE)]
+
+
+def _longest_mentions(
+    norm: str,
+    raw: str,
+    indexes: Sequence[NameIndex],
+    *,
+    reading: _Reading | None = None,
+    demonyms: NameIndex | None = None,
+) -> list[tuple[int, int, frozenset[str]]]:
     """Non-overlapping mentions, longest first: "South Africa" claims its words before "Africa".
 
     A mention right after a capitalised qualifier in the response ("South", "New", …) is
     part of a longer name the index does not know ("New Mexico" is not "Mexico"): it
-    claims its words for no entity.
+    claims its words for no entity. With a ``reading``, a name that is also a common word
+    of the language names its entities only where it reads as a proper noun ("a Japanese
+    island" does not name Iceland, alias "Island"), and a demonym (``demonyms``) only
+    where it locates something.
     """
     qualified = {(normalize(q), normalize(w)) for q, w in _QUALIFIED_RE.findall(raw)}
     merged: dict[tuple[int, int], frozenset[str]] = {}
     for index in indexes:
         for start, end, keys in index.spans(norm):
+            text = norm[start:end]
+            if reading is not None and reading.is_common(text):
+                spellings = index.spellings.get(text, {})
+                keys = frozenset(k for k in keys if reading.names_entity(start, text, spellings.get(k, ())))
+                if not keys:
+                    continue
             merged[(start, end)] = merged.get((start, end), frozenset()) | keys
+    if demonyms is not None and reading is not None:
+        for start, end, keys in demonyms.spans(norm):
+            if reading.demonym_locates(start, end):
+                merged[(start, end)] = merged.get((start, end), frozenset()) | keys
     taken = [False] * len(norm)
     chosen = []
     for (start, end), keys in sorted(merged.items(), key=lambda h: (h[0][0] - h[0][1], h[0][0])):
@@ -430,6 +535,9 @@ def match_answer(
     true_keys: Iterable[str] = (),
     candidate_keys: Iterable[str] = (),
     single_valued: bool | None = None,
+    lang: str = "en",
+    demonyms: Mapping[str, Iterable[str]] | None = None,
+    demo_names: Iterable[str] = (),
 ) -> Match:
     """Does ``response`` name one of ``gold_names`` (true objects and all their aliases)?
 
@@ -457,6 +565,22 @@ def match_answer(
 
     ``echoed`` names text the question itself contained (the subject and its aliases);
     repeating it does not count as naming anything.
+
+    Reading names the way a person does (``lang``, the run's language):
+
+    7. A name that is also a common word of the language ("Island", an alias of Iceland;
+       "Turkey"; "Chile") names its entity only where it is written as a proper noun:
+       capitalized, in a response that writes other words in lower case, and not merely
+       capitalized because it starts a sentence (unless the word list also knows it as a
+       proper noun: "China is …"). A response that is only the name counts whatever its
+       case. Names the KG itself writes in lower case are exempt. Languages without a
+       word list (:data:`kgprobe.probes.lexicon.LEXICON_LANGUAGES`) skip this rule.
+    8. ``demonyms`` (key of a true object -> its demonyms, e.g. "Brazilian") count as
+       naming that true object where they locate something: before a place noun ("a
+       Brazilian city") or said of the subject ("… is Japanese.").
+    9. A response that names a person or place of the prompt's few-shot demonstrations
+       (``demo_names``) that is neither a gold name nor in the question repeats the
+       demonstration instead of answering: wrong (reason "demo-echo").
     """
     golds = [g for g in dict.fromkeys(gold_names) if g and g.strip()]
     raw = response.strip()
@@ -464,11 +588,12 @@ def match_answer(
         return Match(False, "empty")
     # Sentences stay apart ("|"), so a negation in one ("I'm not sure.") does not reach
     # a name in the next ("Maybe Canberra?").
-    norm = " | ".join(n for n in (normalize(x) for x in _SENTENCE_BREAK.split(raw)) if n)
+    plain = " | ".join(n for n in (normalize(x) for x in _SENTENCE_BREAK.split(raw)) if n)
     echoed = list(echoed)
     gold_variants = {v for g in golds for v in name_variants(g)}
-    if echoed:
-        norm = _mask_echo(norm, echoed, gold_variants)
+    norm = _mask_echo(plain, echoed, gold_variants) if echoed else plain
+    if _repeats_demo(plain, demo_names, gold_variants | {v for n in echoed for v in name_variants(n)}):
+        return Match(False, "demo-echo")
     for gold in golds:
         if _is_date_like(gold):
             gold_dates = _canonical_dates(gold)
@@ -490,7 +615,9 @@ def match_answer(
     named_wrong: dict[str, str] = {}
     negated = ""
     first_gold = ""
-    for start, end, keys in _longest_mentions(norm, raw, indexes):
+    demonym_index = NameIndex((k, names) for k, names in demonyms.items()) if demonyms else None
+    mentions = _longest_mentions(norm, raw, indexes, reading=_Reading(plain, raw, lang), demonyms=demonym_index)
+    for start, end, keys in mentions:
         text = norm[start:end]
         is_true, is_wrong = bool(keys & true_set), bool(keys & wrong_set)
         if not (is_true or is_wrong):
@@ -529,6 +656,15 @@ def match_answer(
     if is_refusal(raw):
         return Match(False, "refusal")
     return Match(False, "no-match")
+
+
+def _repeats_demo(plain: str, demo_names: Iterable[str], allowed: set[str]) -> bool:
+    """Does the normalized response name a demonstration's name that the question does not?"""
+    for name in demo_names:
+        for variant in name_variants(name) - allowed:
+            if _find_all(plain, variant):
+                return True
+    return False
 
 
 # -- yes / no -----------------------------------------------------------------------------
