@@ -62,6 +62,9 @@ def register(subparsers) -> None:
     m.add_argument("--method", default=S, help="probe method: zp-lke, hgp, yes-no, wh, easy, hard, … (default zp-lke)")
     m.add_argument("--probe-option", action="append", default=S, metavar="KEY=VALUE",
                    help="a probe setting, e.g. num_examples=20 (JSON values; repeatable)")
+    m.add_argument("--lang", default=S, metavar="CODE",
+                   help="language the free answers of wh, yes-no, easy and hard are read in (en, de, …; "
+                   "default: the KG's, from kgprobe build --lang); a shortcut for --probe-option lang=CODE")
     m.add_argument("--cache", default=S, metavar="FILE", help="SQLite response cache shared across runs")
     add_round_timeout_option(m, S)
     s = p.add_argument_group("sampling and stopping")
@@ -169,6 +172,8 @@ def settings_from_args(args: argparse.Namespace) -> dict:
         if flag in given:
             name = "--" + flag.replace("_", "-")
             options.append((name, {key: _parse_kv(given.pop(flag), name)}))
+    if "lang" in given:
+        options.append(("--lang", {"probe_options": {"lang": given.pop("lang")}}))
     settings = resolve_run_settings(*layers, ("the command line", given), *options)
     from kgprobe.models.devices import check_device_spec
 

@@ -14,8 +14,14 @@ the verifier needs. Three kinds of item:
   ``true_objects`` (T, names per entity), ``candidates`` (C − T) and ``others`` (other
   entities whose names may contain a gold name).
 
+* real answers of the default model on a KG written by ``kgprobe build``
+  (``"class": "built-kg"``, ``data/labelled_built_kg.jsonl`` on ``data/built_geo.jsonl.gz``;
+  how they were made and labelled: ``data/README.md``), each with the entities the person
+  read in the answer (``named``).
+
 ``verifier_says(item)`` gives kgprobe's verdict; ``item_class(item)`` the class the
-verifier benchmark reports agreement for.
+verifier benchmark reports agreement for; ``named_agrees(item)`` whether the verifier
+names the entities the person read.
 """
 
 from __future__ import annotations
@@ -85,3 +91,17 @@ def verifier_says(item: dict, *, use_kg: bool = True) -> bool:
         return wh_match(item, use_kg=use_kg).correct
     said = parse_yes_no(item["response"], subject_names=item["subject_names"], object_names=item["object_names"])
     return said is not None and said == item["expected"]
+
+
+def named_agrees(item: dict) -> bool | None:
+    """For a wh-item on a shipped KG with a hand-recorded ``named`` list: does the verifier
+    name the same true objects and candidates the person read in the answer? Names outside
+    T and C (a country that is no candidate of the predicate) are not compared, since the
+    verifier only reports T and C. None for items without ``named``."""
+    if item["type"] != "wh" or "named" not in item or "kg" not in item:
+        return None
+    kg = data_kg(item["kg"])
+    t = kg.triple(int(item["edge"]))
+    known = set(kg.true_objects(t.subject, t.predicate)) | set(kg.candidate_objects(t.predicate))
+    m = wh_match(item)
+    return set(m.named_true) | set(m.named_wrong) == set(item["named"]) & known

@@ -44,13 +44,16 @@ def base_language(lang: str | None) -> str:
     return (lang or "en").split("-")[0].split("_")[0].casefold()
 
 
-@lru_cache(maxsize=8)
-def common_words(lang: str) -> dict[str, bool] | None:
+def common_words(lang: str | None) -> dict[str, bool] | None:
     """Common words of a language: lower-case word -> whether it is also a proper noun.
 
     None for a language without a shipped list (then no name is treated as a common word).
     """
-    lang = base_language(lang)
+    return _load_words(base_language(lang))
+
+
+@lru_cache(maxsize=8)
+def _load_words(lang: str) -> dict[str, bool] | None:
     if lang not in LEXICON_LANGUAGES:
         return None
     raw = resources.files("kgprobe.probes").joinpath(f"data/common_words.{lang}.txt.gz").read_bytes()

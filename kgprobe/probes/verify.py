@@ -368,17 +368,16 @@ class NameIndex:
     def __init__(self, groups: Iterable[tuple[str, Iterable[str]]]):
         self.keys: dict[str, set[str]] = {}
         self.unspaced: dict[str, set[str]] = {}
-        # How each key writes a name that normalizes to a variant, for the common-word rule:
-        # "Island" (a proper noun: kept where the answer writes one), "island" (the KG's own
-        # common noun: always kept), ".is" (a name with signs: kept where written as such).
-        self.spellings: dict[str, dict[str, set[str]]] = {}
+        # How each key writes a name that normalizes to a variant, and whether it is the
+        # key's first name (its label), for the common-word rule (``_Reading.names_entity``).
+        self.spellings: dict[str, dict[str, set[tuple[str, bool]]]] = {}
         self.max_words = 1
         for key, names in groups:
-            for name in names:
+            for i, name in enumerate(names):
                 for variant in name_variants(name):
                     table = self.keys if _uses_spaces(variant) else self.unspaced
                     table.setdefault(variant, set()).add(key)
-                    self.spellings.setdefault(variant, {}).setdefault(key, set()).add(name.strip())
+                    self.spellings.setdefault(variant, {}).setdefault(key, set()).add((name.strip(), i == 0))
                     self.max_words = max(self.max_words, variant.count(" ") + 1)
 
     def spans(self, norm: str) -> list[tuple[int, int, frozenset[str]]]:
@@ -415,44 +414,64 @@ class _Reading:
     def is_common(self, text: str) -> bool:
         return bool(self.words) and all(w in self.words for w in text.split())
 
-    def names_entity(self, start: int, text: str, spellings: Iterable[str]) -> bool:
+    def names_entity(self, start: int, text: str, spellings: Iterable[tuple[str, bool]]) -> bool:
         """Does the common-word mention ``text`` at ``plain[start:]`` name an entity that the KG
-        writes as ``spellings``?
+        writes as ``spellings`` ((name, is the entity's label) pairs)?
 
-        A name the KG writes as a plain lower-case word is the KG's own common noun and
-        always matches; a capitalized one only where the mention reads as a proper noun;
-        one with signs (".is", a top-level domain) only where the answer writes the signs.
+        * A name that starts with a sign (".is", a top-level domain) names it only where
+          the answer writes the sign: the verb "is" is not Iceland's domain.
+        * A name that must be read as a proper noun (:meth:`needs_proper_noun`) names it
+          only where the answer writes a proper noun there.
+        * Any other name matches as written: the KG's own common noun ("island", as
+          Wikidata writes the class) and a label that is the common word itself ("Euro":
+          "the euro" is the currency).
         """
-        for name in spellings:
-            if name.casefold() == text:
-                if not name[:1].isupper() or self.proper_noun_at(start, text):
+        for name, is_label in spellings:
+            sign = re.match(r"[^\w\s]+", name)
+            if sign:
+                if any(self.raw[:at].endswith(sign.group(0)) for at in self._raw_offsets(start, text)):
                     return True
-            elif name[:1].isupper():
-                if self.proper_noun_at(start, text):
-                    return True
-            elif re.search(r"(?<![\w])" + re.escape(strip_diacritics(name)) + r"(?![\w])", self.raw, re.IGNORECASE):
+            elif not self.needs_proper_noun(name, is_label) or self.proper_noun_at(start, text):
                 return True
         return False
+
+    def needs_proper_noun(self, name: str, is_label: bool) -> bool:
+        """A capitalized common-word name is read as the entity only where written as a proper
+        noun when it is an alias (Iceland's "Island": another name than the entity's own) or
+        when the word list knows every word of it as a proper noun too (the label "Turkey":
+        turkey the bird is another thing). A label the list knows only as a common word
+        ("Euro", "Yen") is that word."""
+        if not name[:1].isupper():
+            return False
+        if not is_label:
+            return True
+        words = self.words or {}
+        return all(words.get(w, False) for w in normalize(name).split())
+
+    def _raw_offsets(self, start: int, text: str) -> list[int]:
+        """Where the mention ``text`` at ``plain[start:]`` is written in the raw text.
+
+        The k-th mention in the normalized text is the k-th occurrence in the raw text;
+        when the two do not line up (a name written "St." for "Saint") every occurrence
+        is returned, and none when the name is not found in the raw text at all.
+        """
+        if text not in self._occurrences:
+            self._occurrences[text] = (_raw_occurrences(self.raw, text), _find_all(self.plain, text))
+        in_raw, in_norm = self._occurrences[text]
+        if len(in_raw) == len(in_norm) and start in in_norm:
+            return [in_raw[in_norm.index(start)]]
+        return in_raw
 
     def proper_noun_at(self, start: int, text: str) -> bool:
         """Does the mention ``text`` at ``plain[start:]`` read as a proper noun in the response?
 
-        A response that is nothing but the name ("turkey.") names it whatever its case.
-        Otherwise the k-th mention in the normalized text is the k-th occurrence in the
-        raw text; when the two do not line up (a name written "St." for "Saint"), any
-        occurrence read as a proper noun is enough, and a name not found in the raw text
-        at all keeps the old reading.
+        A response that is nothing but the name ("turkey.") names it whatever its case; a
+        name not found in the raw text keeps the old reading.
         """
         if self.bare == text:
             return True
-        if text not in self._occurrences:
-            self._occurrences[text] = (_raw_occurrences(self.raw, text), _find_all(self.plain, text))
-        in_raw, in_norm = self._occurrences[text]
-        if not in_raw:
-            return True
-        if len(in_raw) == len(in_norm) and start in in_norm:
-            return reads_as_proper_noun(self.raw, in_raw[in_norm.index(start)], self.lang)
-        return any(reads_as_proper_noun(self.raw, at, self.lang) for at in in_raw)
+        offsets = self._raw_offsets(start, text)
+        return not offsets or any(reads_as_proper_noun(self.raw, at, self.lang) for at in offsets)
 
     def demonym_locates(self, start: int, end: int) -> bool:
         """A demonym names its place when it qualifies a place noun ("a Brazilian city", "a
@@ -592,9 +611,8 @@ def match_answer(
     echoed = list(echoed)
     gold_variants = {v for g in golds for v in name_variants(g)}
     norm = _mask_echo(plain, echoed, gold_variants) if echoed else plain
-    if _repeats_demo(plain, demo_names, gold_variants | {v for n in echoed for v in name_variants(n)}):
-        return Match(False, "demo-echo")
-    for gold in golds:
+    repeats_demo = _repeats_demo(plain, demo_names, gold_variants | {v for n in echoed for v in name_variants(n)})
+    for gold in golds if not repeats_demo else ():
         if _is_date_like(gold):
             gold_dates = _canonical_dates(gold)
             response_dates = _canonical_dates(raw)
@@ -637,6 +655,9 @@ def match_answer(
     complete = None
     if named_true:
         complete = entities <= real_true if entities else True
+    if repeats_demo:
+        # What it names is recorded; the verdict is wrong whatever it is.
+        return Match(False, "demo-echo", first_gold, tuple(sorted(real_true)), tuple(named_wrong), complete)
     if named_true:
         alternatives = _split_alternatives(raw)
         if len(alternatives) >= 2:
