@@ -7,9 +7,10 @@
   it wrong). ``YesNoLogprobProbe`` instead compares the log-probabilities of " Yes" and
   " No" after the same prompt (a tie is wrong).
 * Wh: asks for the object when out-degree(s, p) < 10 (otherwise the edge gets a yes/no
-  question, as in KGLens); verified against the KG's true objects, candidates and names
-  (:func:`kgprobe.probes.candidates.verify_wh`), optionally with an LLM judge when no
-  name matches.
+  question, as in KGLens); verified against the KG's true objects, candidates, names and
+  demonyms in the run's language (``lang``; default the KG's)
+  (:func:`kgprobe.probes.candidates.verify_wh`); an answer that repeats the few-shot
+  demonstration is wrong; optionally an LLM judge when no name matches.
 * EASY = yes/no only; HARD = wh or yes/no with probability ½ each.
 * The subject's alias goes into the question: "X (also known as Y)".
 

@@ -83,15 +83,23 @@ def case_is_informative(raw: str) -> bool:
     return any(w[0].islower() for w in words)
 
 
-def reads_as_proper_noun(raw: str, start: int, lang: str) -> bool:
-    """Is the common-word name at ``raw[start:]`` written as a proper noun?
+def reads_as_proper_noun(raw: str, start: int, lang: str, end: int | None = None) -> bool:
+    """Is the common-word name written at ``raw[start:end]`` a proper noun of its own?
 
     It is when its first letter is a capital in a text whose case is informative, and the
     capital is not just the one every sentence starts with — unless the word list also
     knows the word as a proper noun ("China is …", "Turkey is …" read as the countries;
-    "Island is …" does not read as Iceland).
+    "Island is …" does not read as Iceland). A capitalized word joined to another
+    capitalized word (only spaces between, the other not at a sentence start) is part of a
+    longer name: "Hokkaido Island", "Rhode Island" and "a Japanese Island" do not name
+    Iceland.
     """
     if not raw[start : start + 1].isupper() or not case_is_informative(raw):
+        return False
+    before = re.search(r"([^\W\d_]+)[ \t]+$", raw[:start])
+    if before and before.group(1)[0].isupper() and not _SENTENCE_START.search(raw[: before.start(1)]):
+        return False
+    if end is not None and re.match(r"[ \t]+[^\W\d_]*[A-Z]", raw[end:]):
         return False
     if _SENTENCE_START.search(raw[:start]):
         first = re.match(r"[^\W\d_]+", raw[start:])

@@ -20,6 +20,10 @@ Two questions are answered here:
   (:class:`NameIndex`, ``true_keys``, ``candidate_keys``; see
   :mod:`kgprobe.probes.candidates`), naming a candidate outside the true objects is
   wrong for a single-valued fact and a recorded precision error for a multi-valued one.
+  Names are read in the run's language: a name that is also a common word ("Island",
+  "Turkey") only as a proper noun, a true object's demonym where it locates the subject
+  ("a Brazilian city"), and an answer that repeats the prompt's demonstration is wrong
+  (rules 7-9 of :func:`match_answer`; ``docs/verifier.md``).
 
 Decisions where the papers are silent are documented at each function. The labelled
 set ``kgprobe/probes/data/labelled_answers.jsonl`` is the test of these rules.
@@ -429,7 +433,7 @@ class _Reading:
         for name, is_label in spellings:
             sign = re.match(r"[^\w\s]+", name)
             if sign:
-                if any(self.raw[:at].endswith(sign.group(0)) for at in self._raw_offsets(start, text)):
+                if any(self.raw[:at].endswith(sign.group(0)) for at, _ in self._raw_offsets(start, text)):
                     return True
             elif not self.needs_proper_noun(name, is_label) or self.proper_noun_at(start, text):
                 return True
@@ -448,8 +452,8 @@ class _Reading:
         words = self.words or {}
         return all(words.get(w, False) for w in normalize(name).split())
 
-    def _raw_offsets(self, start: int, text: str) -> list[int]:
-        """Where the mention ``text`` at ``plain[start:]`` is written in the raw text.
+    def _raw_offsets(self, start: int, text: str) -> list[tuple[int, int]]:
+        """Where (start, end) the mention ``text`` at ``plain[start:]`` is written in the raw text.
 
         The k-th mention in the normalized text is the k-th occurrence in the raw text;
         when the two do not line up (a name written "St." for "Saint") every occurrence
@@ -471,7 +475,7 @@ class _Reading:
         if self.bare == text:
             return True
         offsets = self._raw_offsets(start, text)
-        return not offsets or any(reads_as_proper_noun(self.raw, at, self.lang) for at in offsets)
+        return not offsets or any(reads_as_proper_noun(self.raw, at, self.lang, end) for at, end in offsets)
 
     def demonym_locates(self, start: int, end: int) -> bool:
         """A demonym names its place when it qualifies a place noun ("a Brazilian city", "a
@@ -487,11 +491,11 @@ class _Reading:
         return bool(before) and before[-1] in copulas and (not after or after[0] == "|")
 
 
-def _raw_occurrences(folded: str, variant: str) -> list[int]:
-    """Offsets in the raw text (diacritics stripped) where a normalized name is written."""
+def _raw_occurrences(folded: str, variant: str) -> list[tuple[int, int]]:
+    """(start, end) in the raw text (diacritics stripped) where a normalized name is written."""
     gap = r"[\W_]+(?:(?:a|an|the)[\W_]+)?"
     pattern = r"(?<![^\W_])" + gap.join(re.escape(w) for w in variant.split()) + r"(?![^\W_])"
-    return [m.start() for m in re.finditer(pattern, folded, flags=re.IGNORECASE)]
+    return [m.span() for m in re.finditer(pattern, folded, flags=re.IGNORECASE)]
 
 
 def _longest_mentions(

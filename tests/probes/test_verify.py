@@ -257,6 +257,12 @@ def _iceland_index():
         ("turkey.", "Q43", True, ()),  # a bare answer names the entity whatever its case
         ("A dish with chile and lime.", "Q298", False, ()),
         ("It is in Chile.", "Q298", True, ()),
+        # a capital joined to another capitalized word is part of a longer name
+        ("Omaezaki is a Japanese Island.", "Q17", False, ()),
+        ("It lies on Hokkaido Island, in the north.", "Q17", False, ()),
+        ("It is near Island Park.", "Q17", False, ()),
+        ("In Turkey, it is a town.", "Q43", True, ()),  # "In" only starts the sentence
+        ("The town is in Ankara, Turkey.", "Q43", True, ()),
     ],
 )
 def test_common_word_names_match_only_as_proper_nouns(response, gold_key, correct, named_wrong):
@@ -288,6 +294,8 @@ def test_the_english_word_list():
     assert not reads_as_proper_noun("We met a turkey.", 11, "en")
     assert not reads_as_proper_noun("Island it is.", 0, "en")
     assert reads_as_proper_noun("China it is.", 0, "en")
+    assert not reads_as_proper_noun("On Rhode Island.", 9, "en", 15)
+    assert reads_as_proper_noun("On the Island.", 7, "en", 13)
 
 
 @pytest.mark.parametrize(
