@@ -413,7 +413,7 @@ class _Reading:
         self.lang = base_language(lang)
         self.words = common_words(self.lang)
         self.bare = _strip_leading(normalize(raw))
-        self._occurrences: dict[str, tuple[list[int], list[int]]] = {}
+        self._occurrences: dict[str, tuple[list[tuple[int, int]], list[int]]] = {}
 
     def is_common(self, text: str) -> bool:
         return bool(self.words) and all(w in self.words for w in text.split())
@@ -484,7 +484,7 @@ class _Reading:
         if not places:
             return False
         after = self.plain[end:].split()
-        if any(w in places for w in after[:2] if w != "|"):
+        if any(w in places for w in after[: after.index("|") if "|" in after else None][:2]):
             return True
         before = self.plain[:start].split()
         copulas = COPULAS.get(self.lang, frozenset())
@@ -591,13 +591,17 @@ def match_answer(
 
     Reading names the way a person does (``lang``, the run's language):
 
-    7. A name that is also a common word of the language ("Island", an alias of Iceland;
-       "Turkey"; "Chile") names its entity only where it is written as a proper noun:
-       capitalized, in a response that writes other words in lower case, and not merely
-       capitalized because it starts a sentence (unless the word list also knows it as a
-       proper noun: "China is …"). A response that is only the name counts whatever its
-       case. Names the KG itself writes in lower case are exempt. Languages without a
-       word list (:data:`kgprobe.probes.lexicon.LEXICON_LANGUAGES`) skip this rule.
+    7. A name that is also a common word of the language and is an alias ("Island", an
+       alias of Iceland) or a label the word list also knows as a proper noun ("Turkey",
+       "Chile") names its entity only where it is written as a proper noun: capitalized,
+       standing alone (not joined to another capitalized word: "Hokkaido Island"), in a
+       response that writes other words in lower case, and not merely capitalized because
+       it starts a sentence (unless the word list knows it as a proper noun: "China is
+       …"). A response that is only the name counts whatever its case. A label that is
+       only a common word ("Euro") and a name the KG writes in lower case match as
+       before; a name starting with a sign (".is") only where the sign is written.
+       Languages without a word list (:data:`kgprobe.probes.lexicon.LEXICON_LANGUAGES`)
+       skip this rule.
     8. ``demonyms`` (key of a true object -> its demonyms, e.g. "Brazilian") count as
        naming that true object where they locate something: before a place noun ("a
        Brazilian city") or said of the subject ("… is Japanese.").

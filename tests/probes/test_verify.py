@@ -375,3 +375,9 @@ def test_run_lang_flag_is_the_probes_lang_option():
     assert settings("--method", "hard")["probe_options"]["lang"] is None  # the KG's language
     with pytest.raises(InputError, match="--lang: probe 'zp-lke' has no option 'lang'"):
         settings("--method", "zp-lke", "--lang", "de")
+
+
+def test_a_demonym_does_not_reach_into_the_next_sentence():
+    kg = _iceland_kg()
+    assert verify_wh(kg, 0, "Reykjavík is Icelander. Nice.").correct  # said of the subject
+    assert not verify_wh(kg, 0, "Reykjavík is for the Icelander. City life.").correct
