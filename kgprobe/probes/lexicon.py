@@ -73,14 +73,22 @@ def is_common_name(normalized: str, lang: str) -> bool:
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;\n])[\s\"'“‘(\[*_-]*$")
 
 
-def case_is_informative(raw: str) -> bool:
-    """Capitals say something only in a text that also writes words in lower case.
+def case_is_informative(raw: str, lang: str = "en") -> bool:
+    """Capitals say something only in a text that does not capitalize every word.
 
-    In "OMAEZAKI IS A JAPANESE ISLAND" or a Title Case line every word is capitalized, so
-    a capital is no evidence of a proper noun.
+    In "OMAEZAKI IS A JAPANESE ISLAND" or the Title Case line "Omaezaki Is A Japanese
+    Island" every word is capitalized, so a capital is no evidence of a proper noun. A text
+    of names only ("In Heqiao, China.") is not Title Case: it has no capitalized common
+    word after a sentence start.
     """
-    words = re.findall(r"[^\W\d_]{2,}", raw)
-    return any(w[0].islower() for w in words)
+    words = list(re.finditer(r"[^\W\d_]{2,}", raw))
+    if any(m.group(0)[0].islower() for m in words):
+        return True
+    if not any(ch.islower() for m in words for ch in m.group(0)):
+        return not words
+    common = common_words(lang) or {}
+    return not any(common.get(m.group(0).casefold()) is False and not _SENTENCE_START.search(raw[: m.start()])
+                   for m in words)
 
 
 def reads_as_proper_noun(raw: str, start: int, lang: str, end: int | None = None) -> bool:
@@ -94,7 +102,7 @@ def reads_as_proper_noun(raw: str, start: int, lang: str, end: int | None = None
     longer name: "Hokkaido Island", "Rhode Island" and "a Japanese Island" do not name
     Iceland.
     """
-    if not raw[start : start + 1].isupper() or not case_is_informative(raw):
+    if not raw[start : start + 1].isupper() or not case_is_informative(raw, lang):
         return False
     before = re.search(r"([^\W\d_]+)[ \t]+$", raw[:start])
     if before and before.group(1)[0].isupper() and not _SENTENCE_START.search(raw[: before.start(1)]):

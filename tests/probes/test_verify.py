@@ -381,3 +381,18 @@ def test_a_demonym_does_not_reach_into_the_next_sentence():
     kg = _iceland_kg()
     assert verify_wh(kg, 0, "Reykjavík is Icelander. Nice.").correct  # said of the subject
     assert not verify_wh(kg, 0, "Reykjavík is for the Icelander. City life.").correct
+
+
+@pytest.mark.parametrize(
+    "text, informative",
+    [
+        ("It lies on the Island.", True),
+        ("In Heqiao, China.", True),  # names only: every capital is a name's or a sentence's
+        ("Omaezaki Is A Japanese Island.", False),  # Title Case: "Is", "Island" capitalized mid-line
+        ("OMAEZAKI IS A JAPANESE ISLAND", False),
+    ],
+)
+def test_when_capitals_carry_information(text, informative):
+    from kgprobe.probes.lexicon import case_is_informative
+
+    assert case_is_informative(text, "en") is informative
