@@ -15,7 +15,7 @@ the verifier needs. Three kinds of item:
   entities whose names may contain a gold name).
 
 * real answers of the default model on a KG written by ``kgprobe build``
-  (``"class": "built-kg"``, ``data/labelled_built_kg.jsonl`` on ``data/built_geo.jsonl.gz``;
+  (``"class": "built-kg"``, ``data/labelled_built_kg.jsonl`` on ``data/built_geo*.jsonl.gz``;
   how they were made and labelled: ``data/README.md``), each with the entities the person
   read in the answer (``named``).
 
@@ -48,7 +48,7 @@ def load_items() -> list[dict]:
 @lru_cache(maxsize=4)
 def data_kg(name: str) -> KnowledgeGraph:
     """A KG shipped in ``kgprobe/probes/data``: ``famous_facts`` = ``famous_facts.tsv``,
-    ``built_geo`` = ``built_geo.jsonl.gz`` (written by ``kgprobe build``)."""
+    ``built_geo`` = ``built_geo.jsonl.gz`` (written by ``kgprobe build``), likewise ``built_geo_b``."""
     from kgprobe.kg.formats import load_kg
 
     folder = resources.files("kgprobe.probes").joinpath("data")

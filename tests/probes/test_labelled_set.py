@@ -55,15 +55,18 @@ def test_verifier_agrees_with_hand_judgments():
 def test_built_kg_class_real_answers_on_a_built_kg():
     items = [i for i in load_items() if item_class(i) == "built-kg"]
     assert len(items) >= 100
-    assert all(i["source"] == "smollm2-135m-instruct" and i["kg"] == "built_geo" for i in items)
-    kg = data_kg("built_geo")
-    assert kg.metadata["source"] == "embedded:geo" and kg.metadata["lang"] == "en"
+    assert all(i["source"] == "smollm2-135m-instruct" for i in items)
+    assert {i["kg"] for i in items} == {"built_geo", "built_geo_b"}
+    for name, seeds in (("built_geo", "Japan+Brazil+Kenya+Iceland+Georgia+Chad"),
+                        ("built_geo_b", "Turkey+Chile+Jordan+Guinea+China+Peru")):
+        kg = data_kg(name)
+        assert kg.metadata["source"] == "embedded:geo" and kg.metadata["lang"] == "en" and kg.name == seeds
     assert {i["type"] for i in items} == {"wh", "yes_no"}
     assert sum(i["type"] == "yes_no" for i in items) >= 40 and sum(i["type"] == "wh" for i in items) >= 100
     assert 10 <= sum(i["correct"] for i in items) <= len(items) - 10
     # every item is the question the probe asked about its edge, on the shipped KG
     for i in items:
-        t = kg.triple(i["edge"])
+        t = data_kg(i["kg"]).triple(i["edge"])
         assert t.predicate == i["predicate"] and i["subject_names"][0] in i["question"], i["id"]
     notes = " ".join(i["note"] for i in items).lower()
     for case in ("demonstration", "demonym", "not iceland", "locates nothing"):
