@@ -74,6 +74,8 @@ def settings_from_args(args: argparse.Namespace) -> dict:
     for setting in run_spec.SETTINGS:
         if setting.cli == "pairs" and setting.name in given:
             options.append((setting.flag_name, {setting.name: parse_kv(given.pop(setting.name), setting.flag_name)}))
+    if "lang" in given:
+        options.append(("--lang", {"probe_options": {"lang": given.pop("lang")}}))
     settings = resolve_run_settings(*layers, ("the command line", given), *options)
     from kgprobe.models.devices import check_device_spec
 

@@ -39,6 +39,11 @@ def register(subparsers) -> None:
     )
     # Unset options stay absent so a config file can supply them.
     sections = add_setting_arguments(p, "run")
+    # Not a run setting of its own: a shortcut for --probe-option lang=CODE (read in settings_from_args).
+    sections["model and method"].add_argument(
+        "--lang", default=argparse.SUPPRESS, metavar="CODE",
+        help="language the free answers of wh, yes-no, easy and hard are read in (en, de, …; "
+        "default: the KG's, from kgprobe build --lang); a shortcut for --probe-option lang=CODE")
     o = sections["output"]
     o.add_argument("--config", help="TOML file with any of these settings")
     o.add_argument("--output", metavar="PATH", help="also write the JSON report (with the protocol) to PATH")
