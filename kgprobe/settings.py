@@ -28,7 +28,7 @@ if typing.TYPE_CHECKING:
 
 #: Settings of a run when neither a config file, the command line nor the API sets them.
 #: The budget is chosen so that the default run (embedded countries KG, default model,
-#: ZP-LKE) finishes in a few minutes on 2 CPU cores; see the README.
+#: ZP-LKE) finishes in a few minutes on 2 CPU cores (README, "First run").
 RUN_DEFAULTS: dict[str, Any] = {
     "kg": "countries",
     "endpoint": None,
@@ -43,7 +43,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     # --truth`): focus with propagation weight 1 needed 0.294 of brute force's queries on the
     # default model's 500-edge sweep (thompson 0.300, focus without propagation 0.403) and has
     # the lowest mean over the three committed real sweeps (0.280; thompson 0.401); see the
-    # README, "Samplers on real answers". With the default audit fraction of 1 every probe
+    # comparison in docs/samplers-replays.md. With the default audit fraction of 1 every probe
     # is a design draw, so the choice matters once --audit-fraction is below 1 (the
     # propagation weight also shapes the PKG's predictions the estimators use).
     "sampler": "focus",
@@ -58,7 +58,7 @@ RUN_DEFAULTS: dict[str, Any] = {
     # Share of each batch drawn by the design with known inclusion probabilities
     # (kgprobe.sampling.audit): all of it. At the default budget of 256 queries no smaller
     # share gives a 95 % interval of about ±6 points on the KG accuracy (a design-unbiased
-    # estimate's variance is about residual variance / design probes; see the README's
+    # estimate's variance is about residual variance / design probes; see docs/statistics.md,
     # replay table). A smaller share gives the sampler's own choices more of the budget
     # at the price of a wider interval.
     "audit_fraction": 1.0,
