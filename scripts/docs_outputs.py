@@ -218,7 +218,11 @@ def run_block(block: Block) -> list[str]:
         finally:
             for process in background:
                 os.killpg(process.pid, signal.SIGTERM)
-                process.wait(timeout=10)
+                try:
+                    process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
     return [line.rstrip() for line in produced if not VOLATILE_LINES.match(line)]
 
 

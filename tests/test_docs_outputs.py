@@ -7,6 +7,7 @@ is refreshed with ``python scripts/docs_outputs.py update NAME`` after checking 
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -58,3 +59,25 @@ def test_masks_and_excerpts():
 def test_output_block_matches_a_fresh_run(block):
     problem = docs_outputs.check_block(block)
     assert problem is None, problem
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_between_the_documents_resolve():
+    broken = []
+    for path in docs_outputs.markdown_files():
+        for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target):
+                continue  # a URL
+            file, _, anchor = target.partition("#")
+            linked = (path.parent / file).resolve() if file else path
+            if not linked.exists():
+                broken.append(f"{path.name}: {target}")
+            elif anchor:
+                headings = re.findall(r"^#+ (.+)$", linked.read_text(encoding="utf-8"), flags=re.M)
+                if anchor not in {_slug(h) for h in headings}:
+                    broken.append(f"{path.name}: {target}")
+    assert broken == []
