@@ -5,7 +5,7 @@ B also knows, over the edges both runs probed (ZP-LKE, Table 2).
 
 Runs are compared only when they measured the same thing: the same KG (content hash),
 method and every probe option, sampler and its options, batch size, propagation weight
-and prior (see "What exactly was measured" in the README). Otherwise compare exits with
+and prior (see docs/reports.md, "What exactly was measured"). Otherwise compare exits with
 code 2 naming every difference; --allow-different compares anyway under a banner.
 """
 
