@@ -55,12 +55,13 @@ DOMINANT_MIN_EDGES = 5
 
 
 def _sample_edges(edges: np.ndarray, count: int, seed: int) -> np.ndarray:
-    """``count`` renderings' edges: every edge when there are fewer, each repeated in turn."""
+    """Edges of ``count`` renderings drawn without replacement; with fewer edges, every edge
+    equally often (at least ``count`` renderings in all), so each edge weighs the same."""
     if edges.size == 0:
         return edges
     if edges.size >= count:
         return np.sort(np.random.default_rng(seed).choice(edges, size=count, replace=False))
-    return np.resize(edges, count)
+    return np.tile(edges, -(-count // edges.size))
 
 
 def context_majority(probe: Probe, kg: KnowledgeGraph, edge: int, rng: np.random.Generator) -> float | None:
