@@ -4,8 +4,10 @@
         --edges-from kgprobe/sweeps/default.npz --limit 150
 
 Each edge is probed once per rendering (project defaults: 20 examples, 20 options), with
-the same seed per edge for both. Prints per-predicate and overall accuracy, and the
-no-knowledge baselines of both renderings, as one JSON line at the end.
+the same seed per edge for both. Prints per-predicate and overall accuracy, the majority
+baseline of both renderings (kgprobe.baselines) and, for a model with a tokenizer, how
+often the option with the fewest tokens is the gold (summed log-probabilities favour
+short options), as one JSON line at the end.
 """
 
 from __future__ import annotations
@@ -43,10 +45,17 @@ def main() -> None:
         options = {**probe_option_defaults("zp-lke"), "examples": mode}
         probe = make_probe("zp-lke", **options)
         t0 = time.perf_counter()
-        correct, per = [], {}
+        correct, per, fewest = [], {}, []
+        tokenizer = getattr(model, "tokenizer", None)
         for i in range(0, edges.size, 16):
             chunk = edges[i:i + 16]
             tasks = [probe.render(kg, int(e), np.random.default_rng([args.seed, int(e)])) for e in chunk]
+            for t in tasks:
+                if tokenizer is not None:
+                    counts = np.asarray([len(tokenizer.encode(r.continuation, add_special_tokens=False))
+                                         for r in t.score_requests])
+                    shortest = np.flatnonzero(counts == counts.min())
+                    fewest.append(float(t.payload["gold_index"] in shortest) / shortest.size)
             scores = model.score([r for t in tasks for r in t.score_requests])
             k = 0
             for t in tasks:
@@ -59,6 +68,7 @@ def main() -> None:
         out[mode] = {
             "accuracy": round(float(np.mean(correct)), 4),
             "context_majority": round(context_majority_rate(probe, kg, edges, seed=args.seed), 4),
+            "fewest_tokens": round(float(np.mean(fewest)), 4) if fewest else None,
             "by_predicate": {k: [round(float(np.mean(v)), 3), len(v)] for k, v in sorted(per.items())},
             "seconds": round(time.perf_counter() - t0, 1),
         }
