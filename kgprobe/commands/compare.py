@@ -32,6 +32,7 @@ def handle(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from kgprobe.api import open_run
+    from kgprobe.baselines import baseline_text
     from kgprobe.compare import compare_runs
     from kgprobe.errors import InputError
 
@@ -104,15 +105,11 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def baseline_text(base: dict | None) -> str:
-    """``chance / majority / null`` as percentages; – where one is not known."""
-    base = base or {}
-    return " / ".join("–" if base.get(k) is None else f"{base[k]:.1%}" for k in ("chance", "majority", "null"))
-
-
 def _print_differences(out, diffs: dict | None, baselines: list[dict] | None = None) -> None:
     """Accuracy differences with 95 % intervals; * = significant after Holm's correction."""
     from rich.table import Table
+
+    from kgprobe.baselines import baseline_text
 
     if not diffs or not diffs["differences"]:
         return

@@ -4,6 +4,7 @@ the balanced ZP-LKE rendering existed; every expected value is worked out by han
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -113,7 +114,7 @@ def test_convergence_series_cannot_hide_one_another():
     assert convergence_plot(history)[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_report_json_has_a_baseline_for_every_probed_predicate(tmp_path):
+def test_report_json_has_a_baseline_for_every_probed_predicate(tmp_path, capsys):
     # "country" of three cities: Xland twice, Yland once; ZP-LKE paper rendering, 2 examples,
     # 2 options. Aa -> Xland: examples Bb-Xland, Cc-Yland (tie: 1/2); Bb likewise (1/2);
     # Cc -> Yland: examples Aa-Xland, Bb-Xland, Yland never shown (0). Majority (1/2 + 1/2 + 0) / 3.
@@ -128,6 +129,14 @@ def test_report_json_has_a_baseline_for_every_probed_predicate(tmp_path):
     assert (row["chance"], row["majority"], row["null"]) == (0.5, pytest.approx(1 / 3), None)
     assert (row["top_object"], row["top_object_share"]) == ("Xland", pytest.approx(2 / 3))
     assert data["baseline_warnings"] == []  # 3 edges: too few to call a distribution dominated
+    # The table `kgprobe run` prints at the end shows them too.
+    from kgprobe.commands.run import print_outcome
+
+    with open_run(path) as run:
+        print_outcome(run)
+    out = capsys.readouterr().out
+    assert re.search(r"no-knowledge baseline \(chance / majority / null\)\s+│\s+50\.0% / 33\.3% / –", out)
+    assert re.search(r"country\s+│\s+50%\s+│\s+50%\s+│\s+2\s+│\s+50\.0% / 33\.3% / –", out)
 
 
 def test_null_model_rate_is_measured_stored_and_shown(tmp_path, countries, sim_model):
