@@ -93,12 +93,25 @@ def resolve_kg(kg: KnowledgeGraph | str | os.PathLike) -> KnowledgeGraph:
     raise InputError(f"kg must be a KnowledgeGraph, a file path or an embedded KG name, not {type(kg).__name__}")
 
 
-def resolve_model(model: LanguageModel | str, options: dict | None = None) -> tuple[LanguageModel, str]:
+def resolve_model(model: LanguageModel | str, options: dict | None = None, *, workers: int | None = None,
+                  ray_address: str | None = None) -> tuple[LanguageModel, str]:
     """``(model, spec)``: a LanguageModel as is, or a spec string loaded through the registry.
 
     ``options`` are keyword arguments for the backend (e.g. ``base_urls`` for several
-    OpenAI-compatible servers, ``tensor_parallel_size`` for vLLM).
+    OpenAI-compatible servers, ``tensor_parallel_size`` for vLLM). ``workers`` /
+    ``ray_address``: the spec loaded in Ray actors instead
+    (:class:`kgprobe.models.ray_workers.RayModel`; Ray is imported only then).
     """
+    if workers is not None or ray_address:
+        if not isinstance(model, str):
+            raise InputError("workers= / ray_address= need a model spec string (such as 'default'): each worker "
+                             "loads its own copy, and a model object cannot be copied into them")
+        from kgprobe.models.ray_workers import RayModel
+
+        backend_options = dict(options or {})
+        device = backend_options.pop("device", None)
+        return RayModel(model, workers=workers, ray_address=ray_address, options=backend_options,
+                        device=device), model
     if isinstance(model, LanguageModel):
         return model, ""
     if isinstance(model, str):
@@ -181,6 +194,8 @@ class Run:
     """
 
     def __init__(self, store: RunStore, engine: Engine | None = None) -> None:
+        #: A model the run started for itself (Ray workers), closed with the run.
+        self.owned_model: LanguageModel | None = None
         self.store = store
         self.engine = engine
         self._pkg = None
@@ -298,6 +313,13 @@ class Run:
 
     def close(self) -> None:
         self.store.close()
+        self.release_workers()
+
+    def release_workers(self) -> None:
+        """Stop the Ray workers this run started (its results stay readable). Safe to call twice."""
+        owned, self.owned_model = self.owned_model, None
+        if owned is not None:
+            owned.close()
 
     def __enter__(self) -> "Run":
         return self
@@ -537,6 +559,8 @@ def probe(
     prior: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
     design_tilt: float = DEFAULT,
     prior_design: float = DEFAULT,
+    workers: int | None = DEFAULT,
+    ray_address: str | None = DEFAULT,
 ) -> "Run":
     """Probe ``model`` on ``kg`` with an adaptive sampler, within ``budget`` model queries.
 
@@ -602,6 +626,12 @@ def probe(
         predicted outcome spread, so edges the prior leaves uncertain are drawn more often
         (:func:`kgprobe.sampling.audit.prior_design_weights`; default 0.5, 0 = uniform).
         Fixed by the prior alone: runs with the same prior and seed compare paired.
+    workers, ray_address:
+        Run ``workers`` replicas of the model (a spec string) as Ray actors, on a private
+        local Ray instance or on the cluster at ``ray_address``; every round is split
+        across them and the answers are identical to one worker's
+        (:mod:`kgprobe.models.ray_workers`). Left out: no Ray, the model runs in-process.
+        The run closes the workers when it is closed.
     """
     from kgprobe.settings import engine_config
 
@@ -609,7 +639,8 @@ def probe(
                               sampler=sampler, seed=seed, convergence=convergence,
                               propagation_weight=propagation_weight, probe_options=probe_options,
                               sampler_options=sampler_options, audit_fraction=audit_fraction,
-                              design_tilt=design_tilt, prior_design=prior_design)
+                              design_tilt=design_tilt, prior_design=prior_design, workers=workers,
+                              ray_address=ray_address)
     kg_obj = resolve_kg(settings["kg"])
     config = engine_config(settings)
     config.validate(kg_obj)
@@ -617,11 +648,20 @@ def probe(
     item_prior = fit_item_prior(kg_obj, prior)
     if model is DEFAULT:
         model = settings["model"]
-    model_obj, spec = resolve_model(model, model_options)
-    check_model(config, model_obj)
-    run_store = _open_new_store(settings["out"] if store is DEFAULT else store, kg_obj, config, model_obj, spec)
+    model_obj, spec = resolve_model(model, model_options, workers=settings["workers"],
+                                    ray_address=settings["ray_address"])
+    owned = model_obj if settings["workers"] is not None or settings["ray_address"] else None
+    try:
+        check_model(config, model_obj)
+        run_store = _open_new_store(settings["out"] if store is DEFAULT else store, kg_obj, config, model_obj, spec)
+    except BaseException:
+        if owned is not None:
+            owned.close()
+        raise
     if model_options and isinstance(model, str):
         run_store.set_meta("model_options", json.dumps(model_options, sort_keys=True))
+    if settings["workers"] is not None:
+        run_store.set_meta("workers", str(settings["workers"]))
     try:
         if item_prior is not None:
             run_store.set_meta("item_prior", item_prior.to_json())
@@ -630,6 +670,7 @@ def probe(
         run_store.close()
         raise
     run = Run(run_store, engine)
+    run.owned_model = owned
     for listener in listeners:
         run.subscribe(listener)
     if not lazy:
@@ -639,6 +680,7 @@ def probe(
             # The run file stays resumable; release it (and its lock) for `resume`.
             run.close()
             raise
+        run.release_workers()
         if report and run.path != MEMORY:
             from kgprobe.report import write_report
 
@@ -763,14 +805,19 @@ def resume(
     lazy: bool = False,
     progress: bool = True,
     listeners: Iterable[Listener] = (),
+    workers: int | None = None,
+    ray_address: str | None = None,
 ) -> Run:
     """Continue a stopped, interrupted or killed run from its last committed round.
 
     ``model`` defaults to the spec the run was started with; a model whose identity
     differs from the recorded one is refused (the run would mix two models).
     ``budget`` / ``max_rounds`` raise the run's limits, e.g. to extend a finished run.
+    ``workers`` / ``ray_address``: as in :func:`probe` (a model spec is then loaded in
+    Ray actors); left out, a run started with workers goes on with as many local ones.
     """
     store = RunStore.open(find_run(path), writable=True)
+    owned = None
     try:
         _repair_or_refuse(store)
         config = EngineConfig.from_dict(store.config)
@@ -789,7 +836,14 @@ def resume(
                 )
             model = store.model_spec
         options = json.loads(store.meta("model_options") or "{}") if isinstance(model, str) else None
-        model_obj, _ = resolve_model(model, options)
+        if workers is None and isinstance(model, str):
+            workers = int(store.meta("workers") or 0) or None
+        if workers is not None or ray_address:
+            from kgprobe.config_schema import check_settings
+
+            check_settings({"workers": workers, "ray_address": ray_address}, "resume()")
+        model_obj, _ = resolve_model(model, options, workers=workers, ray_address=ray_address)
+        owned = model_obj if isinstance(model, str) and (workers is not None or ray_address) else None
         if model_obj.identity != store.model_identity:
             raise InputError(
                 f"run {store.path} was made with model {store.model_identity!r}, not {model_obj.identity!r}; "
@@ -801,8 +855,11 @@ def resume(
         engine = Engine.from_config(kg, model_obj, config, store)
     except BaseException:
         store.close()
+        if owned is not None:
+            owned.close()
         raise
     run = Run(store, engine)
+    run.owned_model = owned
     for listener in listeners:
         run.subscribe(listener)
     if store.status == "finished" and store.stop_reason in FINAL_REASONS and engine.pending_stop() is not None:
@@ -813,4 +870,5 @@ def resume(
         except BaseException:
             run.close()
             raise
+        run.release_workers()
     return run

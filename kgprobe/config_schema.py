@@ -70,6 +70,8 @@ SCHEMA: dict[str, Rule] = {
     "quiet": Rule("bool"),
     "plain": Rule("bool"),
     "round_timeout": Rule("float", low=0, low_open=True, optional=True),
+    "workers": Rule("int", low=1, optional=True),
+    "ray_address": Rule("str", optional=True),
 }
 
 _NAMES = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string",

@@ -81,6 +81,11 @@ RUN_DEFAULTS: dict[str, Any] = {
     "quiet": False,
     "plain": False,
     "round_timeout": None,
+    # Model replicas on Ray (kgprobe.models.ray_workers): how many, and on which cluster
+    # (None: a private local instance). Not part of the protocol: answers are identical
+    # on any number of workers.
+    "workers": None,
+    "ray_address": None,
 }
 
 #: Project defaults of probe options that differ from the probe class's own defaults.

@@ -15,6 +15,18 @@ def _device_type(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def add_worker_options(parser, *, default=argparse.SUPPRESS) -> None:
+    """``--workers N`` and ``--ray-address ADDR``: model replicas on Ray (kgprobe.models.ray_workers)."""
+    parser.add_argument(
+        "--workers", type=int, default=default, metavar="N",
+        help="run N model replicas as Ray actors and split every round across them (answers are identical "
+             "to one worker); without --ray-address on a private Ray instance on this machine")
+    parser.add_argument(
+        "--ray-address", default=default, metavar="ADDR",
+        help="put the workers on this running Ray cluster (e.g. ray://head:10001, head:6379, auto); "
+             "--workers defaults to one per GPU of the cluster")
+
+
 def add_device_option(parser, *, default=argparse.SUPPRESS, help_default: str = "auto") -> None:
     """``--device auto|cpu|cuda[:N]`` for local model backends (transformers, vLLM).
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from kgprobe.commands.options import add_device_option
+from kgprobe.commands.options import add_device_option, add_worker_options
 from kgprobe.commands.run import add_round_timeout_option
 
 
@@ -23,6 +23,7 @@ def register(subparsers) -> None:
     p.add_argument("--max-rounds", type=int, help="raise the run's round limit")
     p.add_argument("--cache", metavar="FILE", help="SQLite response cache shared across runs")
     add_round_timeout_option(p)
+    add_worker_options(p, default=None)
     p.add_argument("--no-report", dest="report", action="store_false", help="do not write the report at the end")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--plain", action="store_true", help="line-by-line progress even on a terminal")
@@ -47,10 +48,25 @@ def handle(args: argparse.Namespace) -> int:
         if spec is None:
             spec = ro.model_spec or None
         device = args.device or ro.meta("device") or "auto"
+        # The worker count the run was started with, unless given again; the answers are
+        # the same on any number of workers, and without workers the run goes on in-process.
+        workers = args.workers if args.workers is not None else int(ro.meta("workers") or 0) or None
     from kgprobe.commands.run import with_round_timeout
 
     options = with_round_timeout(options, args.round_timeout)
-    model = load_model_setting(spec, args.cache, options, device) if spec else None
-    run = resume(path, model, budget=args.budget, max_rounds=args.max_rounds, lazy=True)
+    if workers is not None or args.ray_address:
+        from kgprobe.commands.run import record_workers
+        from kgprobe.config_schema import check_settings
+
+        check_settings({"workers": workers, "ray_address": args.ray_address}, "the command line")
+    model = load_model_setting(spec, args.cache, options, device, workers, args.ray_address) if spec else None
+    try:
+        run = resume(path, model, budget=args.budget, max_rounds=args.max_rounds, lazy=True)
+    except BaseException:
+        if model is not None:
+            model.close()
+        raise
+    if workers is not None:
+        record_workers(run.store, workers)
     return play(run.engine, run.store, {"quiet": args.quiet, "plain": args.plain, "report": args.report,
                                        "output": args.output})

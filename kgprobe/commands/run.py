@@ -20,7 +20,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from kgprobe.commands.options import add_device_option
+from kgprobe.commands.options import add_device_option, add_worker_options
 from kgprobe.errors import InputError
 
 from kgprobe.settings import METHOD_DEFAULTS, RUN_DEFAULTS
@@ -64,6 +64,7 @@ def register(subparsers) -> None:
                    help="a probe setting, e.g. num_examples=20 (JSON values; repeatable)")
     m.add_argument("--cache", default=S, metavar="FILE", help="SQLite response cache shared across runs")
     add_round_timeout_option(m, S)
+    add_worker_options(p.add_argument_group("model workers (Ray)"), default=S)
     s = p.add_argument_group("sampling and stopping")
     s.add_argument("--sampler", default=S, help="focus, thompson, kglens-thompson, epsilon-greedy, uniform, brute-force, … (default focus)")
     s.add_argument("--sampler-option", action="append", default=S, metavar="KEY=VALUE", help="a sampler setting")
@@ -188,13 +189,16 @@ def resolve_kg_setting(settings: dict):
     return resolve_kg(settings["kg"])
 
 
-def load_model_setting(spec: str, cache: str | None, options: dict | None = None, device: str | None = None):
-    """The model of a run; ``device`` (``--device``) places local backends."""
+def load_model_setting(spec: str, cache: str | None, options: dict | None = None, device: str | None = None,
+                       workers: int | None = None, ray_address: str | None = None):
+    """The model of a run; ``device`` (``--device``) places local backends; ``workers`` /
+    ``ray_address`` spread it over Ray actors (:mod:`kgprobe.models.ray_workers`)."""
     from kgprobe.api import resolve_model
 
     if not str(spec).startswith("openai:"):  # an HTTP backend loads no weights: skip importing transformers
         _quiet_model_loading()
-    model, _ = resolve_model(spec, {**(options or {}), **({"device": device} if device else {})})
+    model, _ = resolve_model(spec, {**(options or {}), **({"device": device} if device else {})},
+                             workers=workers, ray_address=ray_address)
     if cache:
         from kgprobe.models.cache import CachedModel
 
@@ -243,9 +247,15 @@ def handle(args: argparse.Namespace) -> int:
     item_prior = fit_item_prior(kg, settings.get("prior") or None)
     out = Path(settings["out"])
     _check_out_dir(out)
-    model = load_model_setting(settings["model"], settings["cache"], settings["model_options"], settings["device"])
-    check_model(config, model)
-    store = _open_new_store(out, kg, config, model, settings["model"])
+    model = load_model_setting(settings["model"], settings["cache"], settings["model_options"], settings["device"],
+                               settings["workers"], settings["ray_address"])
+    try:
+        check_model(config, model)
+        store = _open_new_store(out, kg, config, model, settings["model"])
+    except BaseException:
+        model.close()
+        raise
+    record_workers(store, settings["workers"])
     if settings["model_options"]:
         store.set_meta("model_options", json.dumps(settings["model_options"], sort_keys=True))
     if item_prior is not None:
@@ -258,6 +268,13 @@ def handle(args: argparse.Namespace) -> int:
         store.close()
         raise
     return play(engine, store, {**settings, "output": getattr(args, "output", None)})
+
+
+def record_workers(store, workers: int | None) -> None:
+    """Note the worker count so `kgprobe resume` uses it again (the answers are the same either
+    way; a cluster address is not kept, it rarely outlives a run)."""
+    if workers is not None:
+        store.set_meta("workers", str(int(workers)))
 
 
 def _check_out_dir(out: Path) -> None:
@@ -303,7 +320,16 @@ def sigterm_as_interrupt():
 
 
 def play(engine, store, settings: dict) -> int:
-    """Run the engine under the live view; print the outcome; write the report. Exit code."""
+    """Run the engine under the live view; print the outcome; write the report. Exit code.
+
+    The model is closed at the end (Ray workers stopped, HTTP clients closed)."""
+    try:
+        return _play(engine, store, settings)
+    finally:
+        engine.model.close()
+
+
+def _play(engine, store, settings: dict) -> int:
     _short_warnings()
     from kgprobe.api import Run
     from kgprobe.live import progress_view

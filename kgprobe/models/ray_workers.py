@@ -1,0 +1,320 @@
+"""Model replicas on Ray: one :class:`LanguageModel` whose batches are spread over N actors.
+
+``RayModel("default", workers=2)`` starts two Ray actors, each holding its own backend
+(transformers, vLLM or an ``openai:`` client, built by :func:`kgprobe.models.registry.load_model`
+inside the actor), on a local Ray instance bound to the loopback interface, or on a
+running cluster (``ray_address``). Ray is imported only here, so a run without workers
+never loads it.
+
+Identical results on any number of workers
+------------------------------------------
+A batched backend's floats depend on what else is in the batch (padding widths and
+matrix shapes change the summation order; measured on the transformers backend: a
+round scored in one call and in two halves differ by ~2e-6 in log-probability). So a
+round's requests are cut into *units* — a maximal run of consecutive requests about the
+same KG edge (one probe's option set), or a single request without an edge — and every
+unit is answered by its own backend call, on whichever worker. A unit's answer is then a
+function of the unit alone, and a run on 1, 2 or N workers gets bit-identical answers,
+hence identical verdicts and final state. Units are dealt to the workers in contiguous
+blocks of about equal size and the answers are put back in request order.
+
+Faults
+------
+A worker whose process dies (``kill -9``, an out-of-memory kill, a lost node) fails its
+block with Ray's actor error: a fresh actor is started in its place and the block is
+sent to the next worker (or the fresh one), whole, up to ``max_resends`` times. Each
+request index is filled exactly once, so nothing is lost or answered twice. A cluster
+that goes away fails the round with a :class:`~kgprobe.errors.ModelError` (exit 4),
+keeping the answers that did arrive (:class:`~kgprobe.errors.PartialBatchError`); the
+run file stays resumable.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Sequence
+
+from kgprobe.errors import InputError, KgprobeError, ModelError, PartialBatchError
+from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
+
+
+def request_units(requests: Sequence[Any]) -> list[tuple[int, int]]:
+    """``(start, stop)`` of each unit: consecutive requests about the same edge, or one edgeless request."""
+    units: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(requests) + 1):
+        if i == len(requests) or requests[i].edge is None or requests[i].edge != requests[start].edge:
+            units.append((start, i))
+            start = i
+    return units
+
+
+def deal_units(units: Sequence[tuple[int, int]], workers: int) -> list[list[tuple[int, int]]]:
+    """Contiguous blocks of ``units``, one per worker, of about equal request counts."""
+    total = units[-1][1] if units else 0
+    blocks: list[list[tuple[int, int]]] = [[] for _ in range(workers)]
+    for unit in units:
+        # A unit goes to the worker whose share of the requests its middle falls in.
+        middle = (unit[0] + unit[1]) / 2
+        blocks[min(workers - 1, int(middle * workers / max(total, 1)))].append(unit)
+    return blocks
+
+
+class Replica:
+    """One model replica: the body of a Ray actor (also usable in-process, for tests)."""
+
+    def __init__(self, spec: str, options: dict, device: str | None, threads: int | None):
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        if threads:
+            import torch
+
+            torch.set_num_threads(int(threads))
+        from kgprobe.models.registry import load_model
+
+        self.model = load_model(spec, device=device, **options)
+
+    def describe(self) -> dict:
+        return {"identity": self.model.identity, "name": self.model.name, "can_score": self.model.can_score,
+                "pid": os.getpid()}
+
+    def score_units(self, units: list[list[ScoreRequest]]) -> list[list[ScoreResult]]:
+        return [self.model.score(unit) for unit in units]
+
+    def generate_units(self, units: list[list[GenerateRequest]]) -> list[list[str]]:
+        return [self.model.generate(unit) for unit in units]
+
+    def close(self) -> None:
+        self.model.close()
+
+
+#: The Ray actor class of :class:`Replica`, made once per process.
+_REMOTE_REPLICA = None
+
+
+def _import_ray(local: bool):
+    if local and "ray" not in sys.modules:
+        # A private instance listens on the loopback interface only (Ray reads this when
+        # it is imported; it otherwise binds its services to the machine's network address).
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    try:
+        import ray
+    except ImportError as exc:
+        raise ModelError(f"--workers / --ray-address need Ray, which is not installed ({exc}); "
+                         "install it with `pip install 'kgprobe[distributed]'`") from None
+    return ray
+
+
+class RayModel(LanguageModel):
+    """``spec`` served by ``workers`` Ray actors (see the module doc).
+
+    Args:
+        spec: a model spec for :func:`~kgprobe.models.registry.load_model`, loaded in each actor.
+        workers: replicas to start; None: one per GPU of the cluster, else 2 on a local
+            instance and one per node on a cluster.
+        ray_address: a running cluster (``ray://host:10001``, ``host:6379`` or ``auto``);
+            None: a private local instance on 127.0.0.1 with ``workers × threads_per_worker`` CPUs.
+        options: backend keyword arguments (``model_options``).
+        device: ``--device`` for local backends inside the actors.
+        threads_per_worker: CPU threads (and Ray CPUs) per replica.
+        gpus_per_worker: GPUs per replica; None: 1 when the cluster has GPUs (times
+            ``tensor_parallel_size`` for vLLM), else 0.
+        max_resends: how often one block may be sent again after its worker died.
+    """
+
+    def __init__(self, spec: str, *, workers: int | None = None, ray_address: str | None = None,
+                 options: dict | None = None, device: str | None = None, threads_per_worker: int = 1,
+                 gpus_per_worker: float | None = None, max_resends: int = 3):
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            raise InputError(f"--workers must be a whole number >= 1, not {workers!r}")
+        if isinstance(spec, LanguageModel) or not isinstance(spec, str):
+            raise InputError("workers need a model spec (a string such as 'default'): each worker loads its own "
+                             "copy of the model, and a model object cannot be copied into them")
+        ray = _import_ray(local=ray_address is None)
+        self._ray = ray
+        self.spec = spec
+        self.options = dict(options or {})
+        self.device = device
+        self.threads_per_worker = int(threads_per_worker)
+        self.max_resends = int(max_resends)
+        self.ray_address = ray_address
+        #: Workers that died and were replaced, since creation (for tests and reports).
+        self.replaced = 0
+        self._owns_ray = False
+        self._actors: list[Any] = []
+        if not ray.is_initialized():
+            self._start_ray(workers)
+        resources = ray.cluster_resources()
+        gpus = float(resources.get("GPU", 0))
+        if gpus_per_worker is None:
+            gpus_per_worker = float(self.options.get("tensor_parallel_size", 1)) if gpus else 0.0
+        self.gpus_per_worker = float(gpus_per_worker)
+        if workers is None:
+            if self.gpus_per_worker:
+                workers = max(1, int(gpus // self.gpus_per_worker))
+            else:
+                workers = 2 if self._owns_ray else max(1, len([n for n in ray.nodes() if n.get("Alive")]))
+        self.workers = int(workers)
+        try:
+            self._actors = [self._new_actor() for _ in range(self.workers)]
+            infos = self._call_all("describe")
+        except BaseException:
+            self.close()
+            raise
+        identities = {info["identity"] for info in infos}
+        if len(identities) != 1:
+            self.close()
+            raise ModelError(f"the {self.workers} workers loaded different models ({sorted(identities)}); "
+                             "every node of the cluster needs the same model files and versions")
+        self._identity = infos[0]["identity"]
+        self._name = infos[0]["name"]
+        self.can_score = bool(infos[0]["can_score"])
+
+    # ------------------------------------------------------------------ set-up
+    def _start_ray(self, workers: int | None) -> None:
+        ray = self._ray
+        # Nothing leaves the machine unless a cluster is asked for.
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        try:
+            if self.ray_address:
+                ray.init(address=self.ray_address, **kwargs)
+            else:
+                cpus = (workers or 2) * self.threads_per_worker
+                ray.init(num_cpus=cpus, _node_ip_address="127.0.0.1", **kwargs)
+        except KgprobeError:
+            raise
+        except Exception as exc:
+            where = f"the Ray cluster at {self.ray_address}" if self.ray_address else "a local Ray instance"
+            raise ModelError(f"cannot start or reach {where}: {type(exc).__name__}: {exc}. Check the address "
+                             "(`ray status` on the head node) or run without --ray-address") from None
+        self._owns_ray = True
+
+    def _new_actor(self):
+        global _REMOTE_REPLICA
+        if _REMOTE_REPLICA is None:
+            _REMOTE_REPLICA = self._ray.remote(Replica)
+        cls = _REMOTE_REPLICA.options(num_cpus=self.threads_per_worker, num_gpus=self.gpus_per_worker,
+                                                max_restarts=0)
+        return cls.remote(self.spec, self.options, self.device, self.threads_per_worker)
+
+    def _call_all(self, method: str) -> list:
+        try:
+            return self._ray.get([getattr(actor, method).remote() for actor in self._actors])
+        except self._ray.exceptions.RayTaskError as exc:
+            raise self._cause(exc) from None
+        except self._ray.exceptions.RayError as exc:
+            raise ModelError(f"the workers could not start: {type(exc).__name__}: {exc}") from None
+
+    # ------------------------------------------------------------------ interface
+    @property
+    def identity(self) -> str:
+        return self._identity
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def __repr__(self) -> str:
+        return f"RayModel({self.spec!r}, workers={self.workers}, ray_address={self.ray_address!r})"
+
+    def worker_pids(self) -> list[int]:
+        """The process id of each worker (for fault tests and monitoring)."""
+        return [info["pid"] for info in self._call_all("describe")]
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
+        return self._dispatch("score_units", list(requests))
+
+    def generate(self, requests: Sequence[GenerateRequest]) -> list[str]:
+        return self._dispatch("generate_units", list(requests))
+
+    def close(self) -> None:
+        """Stop the workers, and the local Ray instance when this model started it. Safe to call twice."""
+        ray = self._ray
+        actors, self._actors = self._actors, []
+        for actor in actors:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # already dead, or the cluster is gone
+                pass
+        if self._owns_ray:
+            self._owns_ray = False
+            try:
+                ray.shutdown()
+            except Exception:
+                pass
+
+    # ------------------------------------------------------------------ dispatch
+    def _cause(self, exc) -> Exception:
+        """The backend's own error inside a worker, as kgprobe reports it."""
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, PartialBatchError):
+            return ModelError(str(cause))
+        if isinstance(cause, KgprobeError):
+            return cause
+        return ModelError(f"a worker failed: {type(cause or exc).__name__}: {cause or exc}")
+
+    def _dispatch(self, method: str, requests: list) -> list:
+        if not requests:
+            return []
+        if not self._actors:
+            raise ModelError(f"{self!r} is closed")
+        ray = self._ray
+        results: list[Any] = [None] * len(requests)
+        answered: set[int] = set()
+        pending: dict[Any, tuple[list[tuple[int, int]], int, int]] = {}
+
+        def send(block: list[tuple[int, int]], worker: int, sends: int) -> None:
+            units = [requests[a:b] for a, b in block]
+            pending[getattr(self._actors[worker], method).remote(units)] = (block, worker, sends)
+
+        for worker, block in enumerate(deal_units(request_units(requests), len(self._actors))):
+            if block:
+                send(block, worker, 0)
+        while pending:
+            try:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                future = ready[0]
+                block, worker, sends = pending.pop(future)
+                try:
+                    outputs = ray.get(future)
+                except ray.exceptions.RayActorError as exc:
+                    self._replace(worker)
+                    if sends >= self.max_resends:
+                        raise self._partial(
+                            ModelError(f"a block of {sum(b - a for a, b in block)} requests lost its worker "
+                                       f"{sends + 1} times (last: {type(exc).__name__}); check the cluster's "
+                                       "nodes (memory, `ray status`)"), results, answered) from None
+                    send(block, (worker + 1) % len(self._actors), sends + 1)
+                    continue
+            except ray.exceptions.RayTaskError as exc:
+                raise self._partial(self._cause(exc), results, answered) from None
+            except ray.exceptions.RayError as exc:
+                where = f"the Ray cluster at {self.ray_address}" if self.ray_address else "the local Ray instance"
+                raise self._partial(
+                    ModelError(f"{where} went away during the round ({type(exc).__name__}: {exc}). Every "
+                               "finished round is in the run file: start the cluster again and "
+                               "`kgprobe resume RUN` (with --ray-address, or without it to resume here)"),
+                    results, answered) from None
+            for (a, b), output in zip(block, outputs):
+                if len(output) != b - a:
+                    raise ModelError(f"a worker returned {len(output)} answers for {b - a} requests")
+                results[a:b] = output
+                answered.update(range(a, b))
+        return results
+
+    def _replace(self, worker: int) -> None:
+        """Start a fresh actor in place of a dead one (it loads while the others work)."""
+        try:
+            self._ray.kill(self._actors[worker], no_restart=True)
+        except Exception:
+            pass
+        self._actors[worker] = self._new_actor()
+        self.replaced += 1
+
+    @staticmethod
+    def _partial(error: ModelError, results: list, answered: set[int]) -> ModelError:
+        if not answered:
+            return error
+        return PartialBatchError(f"{error} ({len(answered)} of {len(results)} requests were answered)",
+                                 {i: results[i] for i in sorted(answered)})
