@@ -190,15 +190,21 @@ def resolve_kg_setting(settings: dict):
 
 
 def load_model_setting(spec: str, cache: str | None, options: dict | None = None, device: str | None = None,
-                       workers: int | None = None, ray_address: str | None = None):
+                       workers: int | None = None, ray_address: str | None = None, unit_calls: bool = False):
     """The model of a run; ``device`` (``--device``) places local backends; ``workers`` /
-    ``ray_address`` spread it over Ray actors (:mod:`kgprobe.models.ray_workers`)."""
+    ``ray_address`` spread it over Ray actors (:mod:`kgprobe.models.ray_workers`);
+    ``unit_calls``: an in-process model asked one probe at a time
+    (:class:`kgprobe.models.units.UnitCalls`, the answers Ray workers give)."""
     from kgprobe.api import resolve_model
 
     if not str(spec).startswith("openai:"):  # an HTTP backend loads no weights: skip importing transformers
         _quiet_model_loading()
     model, _ = resolve_model(spec, {**(options or {}), **({"device": device} if device else {})},
                              workers=workers, ray_address=ray_address)
+    if unit_calls and workers is None and not ray_address:
+        from kgprobe.models.units import UnitCalls
+
+        model = UnitCalls(model)
     if cache:
         from kgprobe.models.cache import CachedModel
 

@@ -8,15 +8,13 @@ never loads it.
 
 Identical results on any number of workers
 ------------------------------------------
-A batched backend's floats depend on what else is in the batch (padding widths and
-matrix shapes change the summation order; measured on the transformers backend: a
-round scored in one call and in two halves differ by ~2e-6 in log-probability). So a
-round's requests are cut into *units* — a maximal run of consecutive requests about the
-same KG edge (one probe's option set), or a single request without an edge — and every
-unit is answered by its own backend call, on whichever worker. A unit's answer is then a
-function of the unit alone, and a run on 1, 2 or N workers gets bit-identical answers,
-hence identical verdicts and final state. Units are dealt to the workers in contiguous
-blocks of about equal size and the answers are put back in request order.
+A round's requests are cut into units (:mod:`kgprobe.models.units`: the requests of one
+probe of one edge) and every unit is answered by its own backend call, on whichever
+worker, so a unit's answer does not depend on what else is in the round. A run on 1, 2
+or N workers gets bit-identical answers, hence identical verdicts and final state, and
+equal to an in-process run that asks unit by unit (:class:`~kgprobe.models.units.UnitCalls`,
+what ``kgprobe sweep`` does). Units are dealt to the workers in contiguous blocks of
+about equal size and the answers are put back in request order.
 
 Faults
 ------
@@ -37,17 +35,7 @@ from typing import Any, Sequence
 
 from kgprobe.errors import InputError, KgprobeError, ModelError, PartialBatchError
 from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
-
-
-def request_units(requests: Sequence[Any]) -> list[tuple[int, int]]:
-    """``(start, stop)`` of each unit: consecutive requests about the same edge, or one edgeless request."""
-    units: list[tuple[int, int]] = []
-    start = 0
-    for i in range(1, len(requests) + 1):
-        if i == len(requests) or requests[i].edge is None or requests[i].edge != requests[start].edge:
-            units.append((start, i))
-            start = i
-    return units
+from kgprobe.models.units import request_units
 
 
 def deal_units(units: Sequence[tuple[int, int]], workers: int) -> list[list[tuple[int, int]]]:
