@@ -30,8 +30,10 @@ run file stays resumable.
 from __future__ import annotations
 
 import os
+import socket
 import sys
-from typing import Any, Sequence
+import time
+from typing import Any, Callable, Sequence
 
 from kgprobe.errors import InputError, KgprobeError, ModelError, PartialBatchError
 from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
@@ -61,16 +63,25 @@ class Replica:
         from kgprobe.models.registry import load_model
 
         self.model = load_model(spec, device=device, **options)
+        self.units_answered = 0
+        self.cpu_seconds = 0.0
 
     def describe(self) -> dict:
         return {"identity": self.model.identity, "name": self.model.name, "can_score": self.model.can_score,
-                "pid": os.getpid()}
+                "pid": os.getpid(), "units_answered": self.units_answered, "cpu_seconds": self.cpu_seconds}
 
     def score_units(self, units: list[list[ScoreRequest]]) -> list[list[ScoreResult]]:
-        return [self.model.score(unit) for unit in units]
+        return self._answer(self.model.score, units)
 
     def generate_units(self, units: list[list[GenerateRequest]]) -> list[list[str]]:
-        return [self.model.generate(unit) for unit in units]
+        return self._answer(self.model.generate, units)
+
+    def _answer(self, call, units: list) -> list:
+        started = time.process_time()
+        out = [call(unit) for unit in units]
+        self.units_answered += len(units)
+        self.cpu_seconds += time.process_time() - started
+        return out
 
     def close(self) -> None:
         self.model.close()
@@ -128,6 +139,11 @@ class RayModel(LanguageModel):
         self.ray_address = ray_address
         #: Workers that died and were replaced, since creation (for tests and reports).
         self.replaced = 0
+        #: For fault tests: called once a round's blocks are sent, before any answer is read.
+        self.after_send: Callable[[], None] | None = None
+        #: Seconds the cluster's head may stay unreachable before a round fails.
+        self.cluster_grace = 20.0
+        self._cluster_lost = False
         self._owns_ray = False
         self._actors: list[Any] = []
         if not ray.is_initialized():
@@ -163,13 +179,17 @@ class RayModel(LanguageModel):
         ray = self._ray
         # Nothing leaves the machine unless a cluster is asked for.
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        # Ray ends the whole process when its head stays unreachable for this long (60 s by
+        # default); kgprobe notices a lost head itself after `cluster_grace` seconds and ends
+        # the run with an error and a resumable run file, so Ray is given longer.
+        os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", "600")
         kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
         try:
             if self.ray_address:
                 ray.init(address=self.ray_address, **kwargs)
             else:
                 cpus = (workers or 2) * self.threads_per_worker
-                ray.init(num_cpus=cpus, _node_ip_address="127.0.0.1", **kwargs)
+                ray.init(address="local", num_cpus=cpus, _node_ip_address="127.0.0.1", **kwargs)
         except KgprobeError:
             raise
         except Exception as exc:
@@ -208,7 +228,11 @@ class RayModel(LanguageModel):
 
     def worker_pids(self) -> list[int]:
         """The process id of each worker (for fault tests and monitoring)."""
-        return [info["pid"] for info in self._call_all("describe")]
+        return [info["pid"] for info in self.worker_stats()]
+
+    def worker_stats(self) -> list[dict]:
+        """Per worker: ``pid``, ``units_answered`` and the ``cpu_seconds`` its answers took."""
+        return self._call_all("describe")
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         return self._dispatch("score_units", list(requests))
@@ -220,6 +244,8 @@ class RayModel(LanguageModel):
         """Stop the workers, and the local Ray instance when this model started it. Safe to call twice."""
         ray = self._ray
         actors, self._actors = self._actors, []
+        if self._cluster_lost:
+            return  # nothing to stop, and Ray's calls would wait for the lost head
         for actor in actors:
             try:
                 ray.kill(actor, no_restart=True)
@@ -259,9 +285,22 @@ class RayModel(LanguageModel):
         for worker, block in enumerate(deal_units(request_units(requests), len(self._actors))):
             if block:
                 send(block, worker, 0)
+        if self.after_send is not None:
+            self.after_send()
+        unreachable_since = None
         while pending:
             try:
-                ready, _ = ray.wait(list(pending), num_returns=1)
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=2.0)
+                if not ready:
+                    if self._head_reachable():
+                        unreachable_since = None
+                    elif unreachable_since is None:
+                        unreachable_since = time.monotonic()
+                    elif time.monotonic() - unreachable_since > self.cluster_grace:
+                        self._cluster_lost = True
+                        raise ray.exceptions.RaySystemError(
+                            f"its head did not answer for {self.cluster_grace:g} s")
+                    continue
                 future = ready[0]
                 block, worker, sends = pending.pop(future)
                 try:
@@ -290,6 +329,16 @@ class RayModel(LanguageModel):
                 results[a:b] = output
                 answered.update(range(a, b))
         return results
+
+    def _head_reachable(self) -> bool:
+        """Does the cluster's head (its GCS) still accept connections?"""
+        try:
+            address = self._ray.get_runtime_context().gcs_address
+            host, _, port = address.rpartition(":")
+            with socket.create_connection((host, int(port)), timeout=2.0):
+                return True
+        except (OSError, ValueError, AttributeError):
+            return False
 
     def _replace(self, worker: int) -> None:
         """Start a fresh actor in place of a dead one (it loads while the others work)."""

@@ -8,6 +8,7 @@ test that starts Ray itself (a CLI subprocess) stops it again.
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -28,14 +29,13 @@ def capitals10_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def local_ray():
     """A private Ray instance with 2 CPUs bound to 127.0.0.1, shut down after the module."""
-    pytest.importorskip("ray")
-    if "ray" not in os.sys.modules:
+    if "ray" not in sys.modules:
         # Ray reads this when imported: node address 127.0.0.1 instead of the machine's.
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    import ray
+    ray = pytest.importorskip("ray")
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     try:
         assert all(node["NodeManagerAddress"] == "127.0.0.1" for node in ray.nodes())
         yield ray
