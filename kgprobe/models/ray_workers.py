@@ -129,7 +129,9 @@ class RayModel(LanguageModel):
         if isinstance(spec, LanguageModel) or not isinstance(spec, str):
             raise InputError("workers need a model spec (a string such as 'default'): each worker loads its own "
                              "copy of the model, and a model object cannot be copied into them")
-        ray = _import_ray(local=ray_address is None)
+        # A cluster on this machine's loopback interface is joined from the loopback address too.
+        ray = _import_ray(local=ray_address is None or str(ray_address).split("://")[-1].split(":")[0]
+                          in ("127.0.0.1", "localhost"))
         self._ray = ray
         self.spec = spec
         self.options = dict(options or {})
@@ -194,8 +196,10 @@ class RayModel(LanguageModel):
             raise
         except Exception as exc:
             where = f"the Ray cluster at {self.ray_address}" if self.ray_address else "a local Ray instance"
-            raise ModelError(f"cannot start or reach {where}: {type(exc).__name__}: {exc}. Check the address "
-                             "(`ray status` on the head node) or run without --ray-address") from None
+            hint = (" Check the address (`ray status` on the head node); a cluster started with token "
+                    "authentication (`ray start`'s default) also needs RAY_AUTH_MODE=token here and its token "
+                    "(~/.ray/auth_token or RAY_AUTH_TOKEN)" if self.ray_address else "")
+            raise ModelError(f"cannot start or reach {where}: {type(exc).__name__}: {exc}.{hint}") from None
         self._owns_ray = True
 
     def _new_actor(self):
