@@ -68,7 +68,8 @@ class Replica:
 
     def describe(self) -> dict:
         return {"identity": self.model.identity, "name": self.model.name, "can_score": self.model.can_score,
-                "pid": os.getpid(), "units_answered": self.units_answered, "cpu_seconds": self.cpu_seconds}
+                "pid": os.getpid(), "units_answered": self.units_answered, "cpu_seconds": self.cpu_seconds,
+                "process_cpu_seconds": time.process_time()}
 
     def score_units(self, units: list[list[ScoreRequest]]) -> list[list[ScoreResult]]:
         return self._answer(self.model.score, units)
@@ -117,13 +118,15 @@ class RayModel(LanguageModel):
         device: ``--device`` for local backends inside the actors.
         threads_per_worker: CPU threads (and Ray CPUs) per replica.
         gpus_per_worker: GPUs per replica; None: 1 when the cluster has GPUs (times
-            ``tensor_parallel_size`` for vLLM), else 0.
+            ``tensor_parallel_size`` for vLLM; a share of one when there are more replicas
+            than GPUs), else 0.
         max_resends: how often one block may be sent again after its worker died.
+        start_timeout: seconds the workers may take to start and load the model.
     """
 
     def __init__(self, spec: str, *, workers: int | None = None, ray_address: str | None = None,
                  options: dict | None = None, device: str | None = None, threads_per_worker: int = 1,
-                 gpus_per_worker: float | None = None, max_resends: int = 3):
+                 gpus_per_worker: float | None = None, max_resends: int = 3, start_timeout: float = 900.0):
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             raise InputError(f"--workers must be a whole number >= 1, not {workers!r}")
         if isinstance(spec, LanguageModel) or not isinstance(spec, str):
@@ -151,19 +154,26 @@ class RayModel(LanguageModel):
         if not ray.is_initialized():
             self._start_ray(workers)
         resources = ray.cluster_resources()
-        gpus = float(resources.get("GPU", 0))
-        if gpus_per_worker is None:
-            gpus_per_worker = float(self.options.get("tensor_parallel_size", 1)) if gpus else 0.0
-        self.gpus_per_worker = float(gpus_per_worker)
+        gpus, cpus = float(resources.get("GPU", 0)), float(resources.get("CPU", 0))
+        per_replica = float(self.options.get("tensor_parallel_size", 1))
         if workers is None:
-            if self.gpus_per_worker:
-                workers = max(1, int(gpus // self.gpus_per_worker))
+            if gpus:
+                workers = max(1, int(gpus // per_replica))
             else:
                 workers = 2 if self._owns_ray else max(1, len([n for n in ray.nodes() if n.get("Alive")]))
         self.workers = int(workers)
+        if gpus_per_worker is None:
+            # A GPU each (a tensor-parallel group each for vLLM); more replicas than GPUs share them.
+            gpus_per_worker = min(per_replica, gpus / self.workers) if gpus else 0.0
+        self.gpus_per_worker = float(gpus_per_worker)
         try:
+            need_cpus, need_gpus = self.workers * self.threads_per_worker, self.workers * self.gpus_per_worker
+            if need_cpus > cpus or need_gpus > gpus + 1e-9:
+                raise ModelError(f"{self.workers} workers need {need_cpus:g} CPUs and {need_gpus:g} GPUs, but the "
+                                 f"Ray cluster has {cpus:g} CPUs and {gpus:g} GPUs; use fewer --workers or a "
+                                 "larger cluster")
             self._actors = [self._new_actor() for _ in range(self.workers)]
-            infos = self._call_all("describe")
+            infos = self._call_all("describe", timeout=start_timeout)
         except BaseException:
             self.close()
             raise
@@ -210,11 +220,14 @@ class RayModel(LanguageModel):
                                                 max_restarts=0)
         return cls.remote(self.spec, self.options, self.device, self.threads_per_worker)
 
-    def _call_all(self, method: str) -> list:
+    def _call_all(self, method: str, timeout: float | None = None) -> list:
         try:
-            return self._ray.get([getattr(actor, method).remote() for actor in self._actors])
+            return self._ray.get([getattr(actor, method).remote() for actor in self._actors], timeout=timeout)
         except self._ray.exceptions.RayTaskError as exc:
             raise self._cause(exc) from None
+        except self._ray.exceptions.GetTimeoutError:
+            raise ModelError(f"the {len(self._actors)} workers did not start within {timeout:g} s (`ray status` "
+                             "shows whether the cluster is busy or short of resources)") from None
         except self._ray.exceptions.RayError as exc:
             raise ModelError(f"the workers could not start: {type(exc).__name__}: {exc}") from None
 
@@ -235,7 +248,8 @@ class RayModel(LanguageModel):
         return [info["pid"] for info in self.worker_stats()]
 
     def worker_stats(self) -> list[dict]:
-        """Per worker: ``pid``, ``units_answered`` and the ``cpu_seconds`` its answers took."""
+        """Per worker: ``pid``, ``units_answered``, the ``cpu_seconds`` its answers took and its
+        process's CPU time so far (``process_cpu_seconds``)."""
         return self._call_all("describe")
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
