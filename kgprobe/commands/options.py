@@ -23,7 +23,7 @@ def add_worker_options(parser, *, default=argparse.SUPPRESS) -> None:
              "to one worker); without --ray-address on a private Ray instance on this machine")
     parser.add_argument(
         "--ray-address", default=default, metavar="ADDR",
-        help="put the workers on this running Ray cluster (e.g. ray://head:10001, head:6379, auto); "
+        help="put the workers on this running Ray cluster (its head's address, e.g. head:6379); "
              "--workers defaults to one per GPU of the cluster")
 
 

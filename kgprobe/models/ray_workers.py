@@ -112,7 +112,7 @@ class RayModel(LanguageModel):
         spec: a model spec for :func:`~kgprobe.models.registry.load_model`, loaded in each actor.
         workers: replicas to start; None: one per GPU of the cluster, else 2 on a local
             instance and one per node on a cluster.
-        ray_address: a running cluster (``ray://host:10001``, ``host:6379`` or ``auto``);
+        ray_address: a running cluster (its head's ``host:6379``, or ``auto``);
             None: a private local instance on 127.0.0.1 with ``workers × threads_per_worker`` CPUs.
         options: backend keyword arguments (``model_options``).
         device: ``--device`` for local backends inside the actors.
@@ -182,6 +182,11 @@ class RayModel(LanguageModel):
             self.close()
             raise ModelError(f"the {self.workers} workers loaded different models ({sorted(identities)}); "
                              "every node of the cluster needs the same model files and versions")
+        try:
+            host, _, port = self._ray.get_runtime_context().gcs_address.rpartition(":")
+            self._gcs: tuple[str, int] | None = (host, int(port))
+        except Exception:  # a connection kind without a GCS address
+            self._gcs = None
         self._identity = infos[0]["identity"]
         self._name = infos[0]["name"]
         self.can_score = bool(infos[0]["can_score"])
@@ -198,6 +203,7 @@ class RayModel(LanguageModel):
         kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
         try:
             if self.ray_address:
+                self._check_reachable(self.ray_address)
                 ray.init(address=self.ray_address, **kwargs)
             else:
                 cpus = (workers or 2) * self.threads_per_worker
@@ -211,6 +217,20 @@ class RayModel(LanguageModel):
                     "(~/.ray/auth_token or RAY_AUTH_TOKEN)" if self.ray_address else "")
             raise ModelError(f"cannot start or reach {where}: {type(exc).__name__}: {exc}.{hint}") from None
         self._owns_ray = True
+
+    @staticmethod
+    def _check_reachable(address: str) -> None:
+        """Fail at once on a head address where nothing listens (Ray would keep retrying)."""
+        host, sep, port = address.split("://")[-1].rpartition(":")
+        if not sep or not port.isdigit():
+            return  # "auto" and other forms: Ray resolves them
+        try:
+            with socket.create_connection((host, int(port)), timeout=5.0):
+                return
+        except OSError as exc:
+            raise ModelError(f"cannot reach the Ray cluster at {address}: nothing answers there ({exc.strerror or exc}). "
+                             "Start it with `ray start --head` or check the address (`ray status` on the head "
+                             "node)") from None
 
     def _new_actor(self):
         global _REMOTE_REPLICA
@@ -349,13 +369,14 @@ class RayModel(LanguageModel):
         return results
 
     def _head_reachable(self) -> bool:
-        """Does the cluster's head (its GCS) still accept connections?"""
+        """Does the cluster's head (its GCS) still accept connections? True when its address is
+        unknown (then only Ray's own errors end a round)."""
+        if self._gcs is None:
+            return True
         try:
-            address = self._ray.get_runtime_context().gcs_address
-            host, _, port = address.rpartition(":")
-            with socket.create_connection((host, int(port)), timeout=2.0):
+            with socket.create_connection(self._gcs, timeout=2.0):
                 return True
-        except (OSError, ValueError, AttributeError):
+        except OSError:
             return False
 
     def _replace(self, worker: int) -> None:

@@ -124,3 +124,15 @@ def test_a_lost_cluster_ends_the_run_with_exit_4_and_it_resumes(ray_head, tmp_pa
         assert ro.meta("workers") == "2"
         assert sorted({p.round for p in ro.probes()}) == list(range(1, last + 3))
         assert len(ro.probes()) == 8 * (last + 2)
+
+
+def test_bad_worker_settings_are_clear_errors(tmp_path):
+    port = _free_port()  # nothing listens there
+    cases = [(["--workers", "0"], 2, "setting 'workers' must be an integer >= 1, not 0"),
+             (["--ray-address", f"127.0.0.1:{port}"], 4,
+              f"cannot reach the Ray cluster at 127.0.0.1:{port}: nothing answers there")]
+    for flags, code, message in cases:
+        done = subprocess.run([sys.executable, "-m", "kgprobe.cli", "run", "--model", "tiny-random", "--out",
+                               str(tmp_path), *flags], capture_output=True, text=True, env=_env(), timeout=120)
+        assert done.returncode == code and message in done.stderr, done.stderr[-2000:]
+    assert not list(tmp_path.glob("*.kgrun"))  # refused before a run file exists
