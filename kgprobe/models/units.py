@@ -1,9 +1,9 @@
 """Answers that do not depend on the batch: every request *unit* answered by its own backend call.
 
 A batched backend's floats depend on what else is in the batch: padding widths and
-matrix shapes change the order of summation (measured on the transformers backend: the
-same 16 ZP-LKE facts scored in one call and fact by fact differ by up to ~2e-6 in
-log-probability). Where answers must not depend on how work is split — over Ray workers
+matrix shapes change the order of summation (measured on the transformers backend with
+``tiny-random``: 8 ZP-LKE facts scored in one call and fact by fact differ by up to
+1.9e-6 in log-probability). Where answers must not depend on how work is split — over Ray workers
 (:mod:`kgprobe.models.ray_workers`) or over the shards of a sweep — requests are cut
 into units, a maximal run of consecutive requests about the same KG edge (one probe's
 option set or questions) or a single request without an edge, and each unit is one
