@@ -102,6 +102,12 @@ def _import_ray(local: bool):
     except ImportError as exc:
         raise ModelError(f"--workers / --ray-address need Ray, which is not installed ({exc}); "
                          "install it with `pip install 'kgprobe[distributed]'`") from None
+    if local:
+        # Ray imported earlier by someone else read the variable before it was set: the
+        # same switch, where Ray keeps it.
+        constants = getattr(getattr(ray, "_private", None), "ray_constants", None)
+        if constants is not None and getattr(constants, "ENABLE_RAY_CLUSTER", False):
+            constants.ENABLE_RAY_CLUSTER = False
     return ray
 
 
@@ -344,6 +350,10 @@ class RayModel(LanguageModel):
                 try:
                     outputs = ray.get(future)
                 except ray.exceptions.RayActorError as exc:
+                    if not self._head_reachable():
+                        # The whole cluster went, not one worker: Ray's calls would wait for the head.
+                        self._cluster_lost = True
+                        raise ray.exceptions.RaySystemError("its head does not answer") from None
                     self._replace(worker)
                     if sends >= self.max_resends:
                         raise self._partial(
@@ -380,11 +390,8 @@ class RayModel(LanguageModel):
             return False
 
     def _replace(self, worker: int) -> None:
-        """Start a fresh actor in place of a dead one (it loads while the others work)."""
-        try:
-            self._ray.kill(self._actors[worker], no_restart=True)
-        except Exception:
-            pass
+        """Start a fresh actor in place of a dead one (it loads while the others work); the dead
+        one is not restarted (``max_restarts=0``), so there is nothing to stop."""
         self._actors[worker] = self._new_actor()
         self.replaced += 1
 

@@ -37,7 +37,8 @@ def local_ray():
 
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     try:
-        assert all(node["NodeManagerAddress"] == "127.0.0.1" for node in ray.nodes())
+        addresses = [node["NodeManagerAddress"] for node in ray.nodes()]
+        assert addresses == ["127.0.0.1"], addresses
         yield ray
     finally:
         ray.shutdown()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
@@ -12,7 +13,8 @@ from kgprobe.cli import main
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_scaleout_reports_both_worker_counts_and_identical_results(capsys):
-    pytest.importorskip("ray")
+    if importlib.util.find_spec("ray") is None:  # not imported here: kgprobe imports it as it needs
+        pytest.skip("Ray is not installed")
     assert main(["bench", "scaleout", "--budget", "64", "--batch-size", "16"]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     print(json.dumps(result))
