@@ -174,7 +174,7 @@ def _canonical_utc(text: str) -> str:
 # -- dates and numbers -------------------------------------------------------------------
 
 
-def _canonical_dates(text: str) -> set[str]:
+def canonical_dates(text: str) -> set[str]:
     """Every calendar date written in ``text``, as ``YYYY-MM-DD`` (or ``YYYY`` alone)."""
     t = strip_diacritics(text).casefold()
     found: set[str] = set()
@@ -226,10 +226,10 @@ def _canonical_numbers(text: str) -> set[float]:
 
 
 def _is_date_like(name: str) -> bool:
-    return bool(_canonical_dates(name))
+    return bool(canonical_dates(name))
 
 
-def _is_number_like(name: str) -> bool:
+def is_number_like(name: str) -> bool:
     return bool(re.fullmatch(r"\s*[+-]?[\d,.\u202f\u00a0 ]+(?:\s*(thousand|million|billion|trillion))?\s*", name.casefold()))
 
 
@@ -471,13 +471,13 @@ def match_answer(
         norm = _mask_echo(norm, echoed, gold_variants)
     for gold in golds:
         if _is_date_like(gold):
-            gold_dates = _canonical_dates(gold)
-            response_dates = _canonical_dates(raw)
+            gold_dates = canonical_dates(gold)
+            response_dates = canonical_dates(raw)
             years = {d for d in gold_dates if len(d) == 4}
             if gold_dates & response_dates or any(y in _year_words(raw) for y in years):
                 return Match(True, "match", gold)
             # a year-only gold ("1990") falls through to the number rule below
-        if _is_number_like(gold):
+        if is_number_like(gold):
             gold_values = _canonical_numbers(gold)
             response_values = _canonical_numbers(raw)
             if any(abs(g - r) <= 1e-9 * max(1.0, abs(g)) for g in gold_values for r in response_values):

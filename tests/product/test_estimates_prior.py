@@ -104,7 +104,7 @@ def _hand_run(path, name: str, ids: tuple[str, str, str]):
     s, p, o = ids
     kg = KnowledgeGraph([Entity(s, "Atlantis"), Entity(o, "Poseidonia")], [Predicate(p, "capital")],
                         [Triple(s, p, o)], name=name)
-    store = RunStore.create(path, config=EngineConfig(batch_size=1).to_dict(), kg=kg,
+    store = RunStore.create(path, config=EngineConfig(sampler="thompson", batch_size=1, prior_design=0.0).to_dict(), kg=kg,
                             model_identity="other-model")
     pkg = ParameterizedKG.from_kg(kg)
     pkg.update(np.array([0]), np.array([True]))
