@@ -101,6 +101,8 @@ def probe(
     design_tilt: float = DEFAULT,
     prior_design: float = DEFAULT,
     device: str = DEFAULT,
+    workers: int | None = DEFAULT,
+    ray_address: str | None = DEFAULT,
 ) -> "Run":
     """Probe ``model`` on ``kg`` with an adaptive sampler, within ``budget`` model queries.
 
@@ -135,7 +137,8 @@ def probe(
                               sampler=sampler, seed=seed, convergence=convergence,
                               propagation_weight=propagation_weight, probe_options=probe_options,
                               sampler_options=sampler_options, audit_fraction=audit_fraction,
-                              design_tilt=design_tilt, prior_design=prior_design, device=device)
+                              design_tilt=design_tilt, prior_design=prior_design, device=device, workers=workers,
+                              ray_address=ray_address)
     model_options = dict(model_options or {})
     device_given = device is not DEFAULT or "device" in model_options
     if "device" in model_options:  # the same setting as ``device``, recorded alike
@@ -149,11 +152,20 @@ def probe(
     item_prior = check_run(kg_obj, config, prior)
     if model is DEFAULT:
         model = settings["model"]
-    model_obj, spec = resolve_model(model, {**model_options, **({"device": settings["device"]} if device_given else {})})
+    model_obj, spec = resolve_model(model, {**model_options, **({"device": settings["device"]} if device_given else {})},
+                                    workers=settings["workers"], ray_address=settings["ray_address"])
     by_spec = isinstance(model, str)
-    run = start_run(kg_obj, config, model_obj, spec=spec, store=settings["out"] if store is DEFAULT else store,
-                    model_options=model_options if by_spec else None, device=settings["device"] if by_spec else None,
-                    item_prior=item_prior)
+    owned = model_obj if settings["workers"] is not None or settings["ray_address"] else None
+    try:
+        run = start_run(kg_obj, config, model_obj, spec=spec, store=settings["out"] if store is DEFAULT else store,
+                        model_options=model_options if by_spec else None,
+                        device=settings["device"] if by_spec else None, item_prior=item_prior,
+                        meta={"workers": str(settings["workers"])} if settings["workers"] is not None else None)
+    except BaseException:
+        if owned is not None:
+            owned.close()
+        raise
+    run.owned_model = owned
     for listener in listeners:
         run.subscribe(listener)
     if not lazy:
@@ -163,6 +175,7 @@ def probe(
             # The run file stays resumable; release it (and its lock) for `resume`.
             run.close()
             raise
+        run.release_workers()
         if report and run.path != MEMORY:
             from kgprobe.report import write_report
 
@@ -221,14 +234,19 @@ def resume(
     lazy: bool = False,
     progress: bool = True,
     listeners: Iterable[Listener] = (),
+    workers: int | None = None,
+    ray_address: str | None = None,
 ) -> Run:
     """Continue a stopped, interrupted or killed run from its last committed round.
 
     ``model`` defaults to the spec the run was started with; a model whose identity
     differs from the recorded one is refused (the run would mix two models).
     ``budget`` / ``max_rounds`` raise the run's limits, e.g. to extend a finished run.
+    ``workers`` / ``ray_address``: as in :func:`probe` (a model spec is then loaded in
+    Ray actors); left out, a run started with workers goes on with as many local ones.
     """
     store = RunStore.open(find_run(path), writable=True)
+    owned = None
     try:
         _repair_or_refuse(store)
         config = EngineConfig.from_dict(store.config)
@@ -252,7 +270,12 @@ def resume(
             options = json.loads(store.meta("model_options") or "{}")
             if store.meta("device"):
                 options["device"] = store.meta("device")
-        model_obj, _ = resolve_model(model, options)
+        if workers is None and isinstance(model, str):
+            workers = int(store.meta("workers") or 0) or None
+        if workers is not None or ray_address:
+            run_spec.check_settings({"workers": workers, "ray_address": ray_address}, "resume()")
+        model_obj, _ = resolve_model(model, options, workers=workers, ray_address=ray_address)
+        owned = model_obj if isinstance(model, str) and (workers is not None or ray_address) else None
         if model_obj.identity != store.model_identity:
             raise InputError(
                 f"run {store.path} was made with model {store.model_identity!r}, not {model_obj.identity!r}; "
@@ -264,8 +287,11 @@ def resume(
         engine = Engine.from_config(kg, model_obj, config, store)
     except BaseException:
         store.close()
+        if owned is not None:
+            owned.close()
         raise
     run = Run(store, engine)
+    run.owned_model = owned
     for listener in listeners:
         run.subscribe(listener)
     if run.nothing_left:
@@ -276,4 +302,5 @@ def resume(
         except BaseException:
             run.close()
             raise
+        run.release_workers()
     return run

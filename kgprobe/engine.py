@@ -28,6 +28,7 @@ a stopped run is resumable.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -289,6 +290,10 @@ class Engine:
         #: The run's untilted design weights: None (uniform), or the prior-weighted design,
         #: fixed by the prior when the run is set up (from_config).
         self.design_base: np.ndarray | None = None
+        #: Edges this engine probes (a bool mask), or None for all: a shard of a sweep plays
+        #: the whole sweep's schedule (selection, positions, generators) and asks the model
+        #: only about its own edges, so its answers are exactly the unsharded sweep's.
+        self.probe_only: np.ndarray | None = None
         # The state before round 1, to fall back on when an interrupted first round must be undone.
         self._initial = (pkg.state_dict(), sampler.state_dict(), monitor.state_dict())
         self._needs_reload = False
@@ -318,6 +323,10 @@ class Engine:
             item_prior.start(pkg)
         engine = cls(kg, model, probe, sampler, pkg, monitor, store, config)
         engine.item_prior = item_prior
+        probe_only = store.meta("probe_only")
+        if probe_only:
+            engine.probe_only = np.zeros(kg.num_edges, dtype=bool)
+            engine.probe_only[np.asarray(json.loads(probe_only), dtype=np.int64)] = True
         if item_prior is not None:
             from kgprobe.sampling.audit import prior_design_weights
 
@@ -444,9 +453,14 @@ class Engine:
             inclusion[audit] = audit_inclusion(self.pkg, int(audit.sum()), edges[audit])
         finally:
             self.pkg.design_weights = None
+        positions = np.arange(edges.size)
+        selected = edges.size
+        if self.probe_only is not None:
+            mine = self.probe_only[edges]
+            edges, audit, inclusion, positions = edges[mine], audit[mine], inclusion[mine], positions[mine]
         attempts = self._attempts(edges)
         tasks: list[ProbeTask] = [
-            self.probe.render_attempt(self.kg, int(edge), round_rng(cfg.seed, r, 1, i), attempts[i])
+            self.probe.render_attempt(self.kg, int(edge), round_rng(cfg.seed, r, 1, int(positions[i])), attempts[i])
             for i, edge in enumerate(edges)
         ]
         if remaining is not None:
@@ -460,8 +474,8 @@ class Engine:
                 # The budget ended inside the design share: the kept draws are no longer a
                 # sample with known probabilities, so none of them counts as design-based.
                 audit = np.zeros(keep, dtype=bool)
-        if not tasks:
-            return None
+        if not tasks and not (self.probe_only is not None and selected):
+            return None  # a shard's round without any of its edges is still played (and recorded)
 
         score_requests = [req for t in tasks for req in t.score_requests]
         generate_requests = [req for t in tasks for req in t.generate_requests]

@@ -41,12 +41,25 @@ def resolve_kg(kg: KnowledgeGraph | str | os.PathLike) -> KnowledgeGraph:
     raise InputError(f"kg must be a KnowledgeGraph, a file path or an embedded KG name, not {type(kg).__name__}")
 
 
-def resolve_model(model: LanguageModel | str, options: dict | None = None) -> tuple[LanguageModel, str]:
+def resolve_model(model: LanguageModel | str, options: dict | None = None, *, workers: int | None = None,
+                  ray_address: str | None = None) -> tuple[LanguageModel, str]:
     """``(model, spec)``: a LanguageModel as is, or a spec string loaded through the registry.
 
     ``options`` are keyword arguments for the backend (e.g. ``base_urls`` for several
-    OpenAI-compatible servers, ``tensor_parallel_size`` for vLLM).
+    OpenAI-compatible servers, ``tensor_parallel_size`` for vLLM). ``workers`` /
+    ``ray_address``: the spec loaded in Ray actors instead
+    (:class:`kgprobe.models.ray_workers.RayModel`; Ray is imported only then).
     """
+    if workers is not None or ray_address:
+        if not isinstance(model, str):
+            raise InputError("workers= / ray_address= need a model spec string (such as 'default'): each worker "
+                             "loads its own copy, and a model object cannot be copied into them")
+        from kgprobe.models.ray_workers import RayModel
+
+        backend_options = dict(options or {})
+        device = backend_options.pop("device", None)
+        return RayModel(model, workers=workers, ray_address=ray_address, options=backend_options,
+                        device=device), model
     if isinstance(model, LanguageModel):
         return model, ""
     if isinstance(model, str):

@@ -130,6 +130,21 @@ SETTINGS: tuple[Setting, ...] = (
             "HTTP backends (openai:): give up a round after this many seconds; its answered requests are kept for "
             "the resume (default: no limit beyond per-request timeouts)", low=0, low_open=True, optional=True,
             metavar="SECONDS", group=MODEL, commands=(RUN, SWEEP, RESUME), api=False),
+    # Model replicas on Ray (kgprobe.models.ray_workers). Not part of the protocol: the
+    # answers are identical on any number of workers.
+    Setting("workers", None, "int",
+            "run N model replicas as Ray actors and split every round across them (answers are identical to one "
+            "worker); without --ray-address on a private Ray instance on this machine", low=1, optional=True,
+            metavar="N", group=MODEL, commands=(RUN, SWEEP, RESUME),
+            api_doc="Run this many replicas of the model (a spec string) as Ray actors; every round is split "
+                    "across them and the answers are identical to one worker's (:mod:`kgprobe.models.ray_workers`). "
+                    "Left out: no Ray, the model runs in-process. The run closes the workers when it is closed."),
+    Setting("ray_address", None, "str",
+            "put the workers on this running Ray cluster (its head's address, e.g. head:6379); --workers defaults "
+            "to one per GPU of the cluster", optional=True, metavar="ADDR", group=MODEL,
+            commands=(RUN, SWEEP, RESUME),
+            api_doc="The running Ray cluster for the workers (its head's address); left out, a private local "
+                    "Ray instance."),
     # The best sampler on the recorded real answers (`kgprobe bench efficiency --truth`,
     # docs: samplers on real answers): it needs the fewest queries to find the model's errors.
     # With the default audit fraction of 1 every probe is a design draw, so the choice

@@ -18,6 +18,7 @@ from kgprobe.engine import FINAL_REASONS, Engine, EngineConfig, Listener, RoundS
 from kgprobe.errors import InputError, StoreError
 from kgprobe.inputs import RUN_SUFFIX
 from kgprobe.kg.graph import KnowledgeGraph
+from kgprobe.models.base import LanguageModel
 from kgprobe.store import RunStore
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ class Run:
     def __init__(self, store: RunStore, engine: Engine | None = None) -> None:
         self.store = store
         self.engine = engine
+        #: A model the run started for itself (Ray workers), closed with the run.
+        self.owned_model: LanguageModel | None = None
         self._pkg = None
         #: The report files written by :func:`probe` (``{"markdown", "html", "plots"}``), if any.
         self.report_paths: dict[str, str] | None = None
@@ -200,6 +203,13 @@ class Run:
 
     def close(self) -> None:
         self.store.close()
+        self.release_workers()
+
+    def release_workers(self) -> None:
+        """Stop the Ray workers this run started (its results stay readable). Safe to call twice."""
+        owned, self.owned_model = self.owned_model, None
+        if owned is not None:
+            owned.close()
 
     def __enter__(self) -> "Run":
         return self

@@ -414,3 +414,71 @@ def merge_sweeps(base: Sweep, new: Sweep, *, made_by: str) -> Sweep:
         best_wrong_logprob=stack(base.best_wrong_logprob, new.best_wrong_logprob), made_by=made_by,
         keys=np.concatenate([base.keys, new.keys])[order], info=info,
     )
+
+
+def merge_shards(shards: list[Sweep], *, names: list[str] | None = None) -> Sweep:
+    """The sweep the N shards of one sweep (``kgprobe sweep ... --shard I/N``) make together.
+
+    Every shard must carry its shard record (``info["shard"]``: index, count, the whole
+    sweep's edge count and digest, its command line) and agree with the first on KG,
+    method and probe options (:func:`protocol_difference`), model and model identity,
+    passes, seed and KG hash; the shards must be 1..N, each once. The result holds the
+    same edges, verdicts and log-probs as the unsharded sweep, and its ``made_by`` is the
+    unsharded command; ``info`` keeps each shard's provenance.
+    """
+    names = list(names or [f"shard file {i + 1}" for i in range(len(shards))])
+    if not shards:
+        raise InputError("sweep merge: no shard files given")
+    records = []
+    for name, shard in zip(names, shards):
+        record = shard.info.get("shard")
+        if not isinstance(record, dict):
+            raise InputError(f"sweep merge: {name} is not a shard (recorded without --shard I/N)")
+        records.append(record)
+    first, head = shards[0], records[0]
+    for name, shard, record in zip(names[1:], shards[1:], records[1:]):
+        diff = protocol_difference(first, kg=shard.kg, method=shard.method, probe_options=shard.probe_options)
+        for field_name in ("model", "passes", "seed", "kg_hash"):
+            if diff is None and getattr(first, field_name) != getattr(shard, field_name):
+                diff = (field_name, getattr(first, field_name), getattr(shard, field_name))
+        if diff is None and first.info.get("model_identity") != shard.info.get("model_identity"):
+            diff = ("model identity", first.info.get("model_identity"), shard.info.get("model_identity"))
+        for key in ("count", "sweep_edges", "edges_sha256", "made_by"):
+            if diff is None and record.get(key) != head.get(key):
+                diff = (f"sweep ({key})", head.get(key), record.get(key))
+        if diff is not None:
+            what, ours, theirs = diff
+            raise InputError(f"sweep merge: {name} is not a shard of the same sweep as {names[0]}: its {what} is "
+                             f"{theirs!r}, not {ours!r}")
+    count = int(head["count"])
+    indices = sorted(int(r["index"]) for r in records)
+    if indices != list(range(1, count + 1)):
+        missing = sorted(set(range(1, count + 1)) - set(indices))
+        repeated = sorted({i for i in indices if indices.count(i) > 1})
+        raise InputError(f"sweep merge: the sweep has {count} shards; "
+                         + (f"missing {', '.join(f'{i}/{count}' for i in missing)}" if missing else "")
+                         + ("; " if missing and repeated else "")
+                         + (f"given twice {', '.join(f'{i}/{count}' for i in repeated)}" if repeated else ""))
+    edges = np.concatenate([s.edges for s in shards])
+    order = np.argsort(edges, kind="stable")
+    edges = edges[order]
+    import hashlib
+
+    if edges.size != int(head["sweep_edges"]) or hashlib.sha256(edges.tobytes()).hexdigest() != head["edges_sha256"]:
+        raise InputError("sweep merge: the shards' edges do not make up the sweep's edges (files from different "
+                         "recordings?)")
+
+    def joined(name):
+        parts = [getattr(s, name) for s in shards]
+        if any(p is None for p in parts):
+            return None
+        return np.concatenate(parts)[order]
+
+    return Sweep(
+        kg=first.kg, kg_hash=first.kg_hash, method=first.method, probe_options=first.probe_options, model=first.model,
+        passes=first.passes, seed=first.seed, edges=edges, correct=joined("correct"),
+        gold_logprob=joined("gold_logprob"), best_wrong_logprob=joined("best_wrong_logprob"),
+        made_by=head["made_by"], keys=joined("keys"),
+        info={"model_identity": first.info.get("model_identity"),
+              "shards": [{k: v for k, v in s.info.items() if k != "model_identity"} for s in shards]},
+    )

@@ -5,7 +5,7 @@ Each benchmark is a module ``kgprobe.bench.NAME`` exposing ``register(subparsers
 
 from __future__ import annotations
 
-BENCHMARKS = ("sampler", "efficiency", "scoring", "methods", "build", "faults", "prior", "verifier", "throughput")
+BENCHMARKS = ("sampler", "efficiency", "scoring", "methods", "build", "faults", "prior", "verifier", "throughput", "scaleout")
 
 
 def register(subparsers) -> None:

@@ -93,11 +93,20 @@ def resolve_kg_setting(settings: dict):
     return resolve_kg(settings["kg"])
 
 
-def load_model_setting(spec: str, cache: str | None, options: dict | None = None, device: str | None = None):
-    """The model of a run; ``device`` (``--device``) places local backends."""
+def load_model_setting(spec: str, cache: str | None, options: dict | None = None, device: str | None = None,
+                       workers: int | None = None, ray_address: str | None = None, unit_calls: bool = False):
+    """The model of a run; ``device`` (``--device``) places local backends; ``workers`` /
+    ``ray_address`` spread it over Ray actors (:mod:`kgprobe.models.ray_workers`);
+    ``unit_calls``: an in-process model asked one probe at a time
+    (:class:`kgprobe.models.units.UnitCalls`, the answers Ray workers give)."""
     if not str(spec).startswith("openai:"):  # an HTTP backend loads no weights: skip importing transformers
         quiet_model_loading()
-    model, _ = resolve_model(spec, {**(options or {}), **({"device": device} if device else {})})
+    model, _ = resolve_model(spec, {**(options or {}), **({"device": device} if device else {})},
+                             workers=workers, ray_address=ray_address)
+    if unit_calls and workers is None and not ray_address:
+        from kgprobe.models.units import UnitCalls
+
+        model = UnitCalls(model)
     if cache:
         from kgprobe.models.cache import CachedModel
 
@@ -168,7 +177,17 @@ def sigterm_as_interrupt():
 
 
 def play(run: Run, settings: dict) -> int:
-    """Play ``run`` under the live view; print the outcome; write the report. Exit code."""
+    """Play ``run`` under the live view; print the outcome; write the report. Exit code.
+
+    The model is closed at the end (Ray workers stopped, HTTP clients closed)."""
+    try:
+        return _play(run, settings)
+    finally:
+        if run.engine is not None:
+            run.engine.model.close()
+
+
+def _play(run: Run, settings: dict) -> int:
     short_warnings()
     from kgprobe.live import progress_view
 

@@ -36,6 +36,7 @@ def handle(args: argparse.Namespace) -> int:
     )
     import json
 
+    from kgprobe.run_spec import check_settings
     from kgprobe.store import RunStore
 
     prepare_process_for_models()
@@ -49,14 +50,28 @@ def handle(args: argparse.Namespace) -> int:
             spec = ro.model_spec or None
         # A run file without a recorded device: its model options may name one.
         device = args.device or ro.meta("device") or options.get("device") or "auto"
+        # The worker count the run was started with, unless given again; the answers are
+        # the same on any number of workers, and without workers the run goes on in-process.
+        workers = args.workers if args.workers is not None else int(ro.meta("workers") or 0) or None
     options = with_round_timeout(options, args.round_timeout)
-    model = load_model_setting(spec, args.cache, options, device) if spec else None
-    run = resume(path, model, budget=args.budget, max_rounds=args.max_rounds, lazy=True)
+    if workers is not None or args.ray_address:
+        check_settings({"workers": workers, "ray_address": args.ray_address}, "the command line")
+    model = load_model_setting(spec, args.cache, options, device, workers, args.ray_address) if spec else None
+    try:
+        run = resume(path, model, budget=args.budget, max_rounds=args.max_rounds, lazy=True)
+    except BaseException:
+        if model is not None:
+            model.close()
+        raise
+    if workers is not None:
+        run.store.set_meta("workers", str(int(workers)))
     if run.nothing_left:
         print(f"kgprobe: {run.path} is finished ({run.rounds_played} rounds, {run.queries_spent} queries, stopped "
               f"by {run.stop_reason}); nothing to resume. Raise --budget or --max-rounds to extend it; "
               f"`kgprobe report {run.path}` shows its results")
         run.close()
+        if model is not None:
+            model.close()
         return 0
     return play(run, {"quiet": args.quiet, "plain": args.plain, "report": args.report,
                                        "output": args.output})

