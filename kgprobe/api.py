@@ -537,6 +537,8 @@ def probe(
     prior: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
     design_tilt: float = DEFAULT,
     prior_design: float = DEFAULT,
+    design: str = DEFAULT,
+    design_fraction: float | None = DEFAULT,
 ) -> "Run":
     """Probe ``model`` on ``kg`` with an adaptive sampler, within ``budget`` model queries.
 
@@ -597,6 +599,12 @@ def probe(
         Share (0–1) of the design probabilities leaning towards edges predicted wrong
         (:mod:`kgprobe.sampling.audit`); 0 (default) keeps the design uniform, so runs
         with the same seed share their design edges and compare paired.
+    design:
+        How design probes are drawn (:mod:`kgprobe.sampling.design`): ``adaptive``,
+        ``stratified`` or ``uniform``; see docs/design.md.
+    design_fraction:
+        Share of each batch drawn by the design (the old keyword ``audit_fraction`` still
+        works, with a DeprecationWarning).
     prior_design:
         With ``prior``: share (0–1) of the design probabilities that follows the prior's
         predicted outcome spread, so edges the prior leaves uncertain are drawn more often
@@ -605,11 +613,16 @@ def probe(
     """
     from kgprobe.settings import engine_config
 
+    if audit_fraction is not DEFAULT:
+        warnings.warn("kgprobe.probe(audit_fraction=...) is now design_fraction=...; the old name still works "
+                      "for now", DeprecationWarning, stacklevel=2)
+        if design_fraction is DEFAULT:
+            design_fraction = audit_fraction
     settings = probe_settings(kg=kg, method=method, budget=budget, batch_size=batch_size, max_rounds=max_rounds,
                               sampler=sampler, seed=seed, convergence=convergence,
                               propagation_weight=propagation_weight, probe_options=probe_options,
-                              sampler_options=sampler_options, audit_fraction=audit_fraction,
-                              design_tilt=design_tilt, prior_design=prior_design)
+                              sampler_options=sampler_options, audit_fraction=design_fraction,
+                              design_tilt=design_tilt, prior_design=prior_design, design=design)
     kg_obj = resolve_kg(settings["kg"])
     config = engine_config(settings)
     config.validate(kg_obj)

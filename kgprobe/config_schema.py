@@ -61,6 +61,7 @@ SCHEMA: dict[str, Rule] = {
     "audit_fraction": Rule("float", low=0, high=1),
     "design_tilt": Rule("float", low=0, high=1),
     "prior_design": Rule("float", low=0, high=1),
+    "design": Rule("str", choices=("uniform", "stratified", "adaptive")),
     "prior": Rule("list[str]", optional=True),
     "probe_options": Rule("table"),
     "sampler_options": Rule("table"),

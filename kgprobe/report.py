@@ -333,9 +333,11 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
 RATES_NOTE = (
     "Win, zero-sense and all-sense are rates over the edges probed (chosen by the sampler, which seeks weak "
     "edges), not estimates for the KG. The accuracy estimates are for all active edges of the KG, predicate "
-    "or group: design-based ones are unbiased whatever the sampler did (predictions corrected by the "
-    "design-based probes, weighted by their inclusion probabilities); model-based ones (no or one "
-    "design-based probe in the group) assume the probed edges represent the group."
+    "or group: design-based ones hold whatever the sampler did (the KG's: predictions corrected by the "
+    "design-based probes, weighted by their inclusion probabilities; a predicate's or group's: the "
+    "weighted share of its design-based probes answered right, always in [0, 1]); a predicate or group "
+    "with fewer than two design-based probes gets no number (too few design probes); model-based ones "
+    "(runs without design-based probes) assume the probed edges represent the group."
 )
 
 _CAPTIONS = {

@@ -71,6 +71,10 @@ RUN_DEFAULTS: dict[str, Any] = {
     # runs with the same prior and seed still share design edges. Half: on replays it is
     # what lets a sharp prior beat the uniform design, at no measured cost with a weak one.
     "prior_design": 0.5,
+    # How design probes are drawn (kgprobe.sampling.design): stratified keeps the uniform
+    # design's probabilities but gives every predicate and subject group a minimum number of
+    # draws, so each gets an interval; uniform is the design of run files made before it.
+    "design": "stratified",
     "probe_options": {},
     "sampler_options": {},
     # Run files or recorded sweeps of other models on the same KG (kgprobe.prior).
@@ -290,4 +294,5 @@ def engine_config(settings: Mapping[str, Any]) -> "EngineConfig":
         sampler_options=dict(settings["sampler_options"]),
         design_tilt=settings["design_tilt"],
         prior_design=settings["prior_design"],
+        design=settings["design"],
     )

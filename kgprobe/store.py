@@ -400,7 +400,8 @@ class ProbeRecord:
     round: int
     pos: int
     edge: int
-    audit: bool
+    audit: int
+    """0: the sampler's own choice; else a design probe, by part (kgprobe.sampling.design: 1 floor, 2 lean)."""
     correct: bool
     question: str
     answer: str
@@ -914,6 +915,8 @@ class RunStore:
             "round": arr[:, 0],
             "edge": arr[:, 1],
             "audit": arr[:, 2].astype(bool),
+            # The design part (kgprobe.sampling.design): 0 sampler's choice, 1 floor, 2 lean.
+            "part": arr[:, 2],
             "correct": arr[:, 3].astype(bool),
         }
         if self._has_column("probes", "predicted"):

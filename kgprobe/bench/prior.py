@@ -98,7 +98,7 @@ def _split_halves(sweep):
     return first, second
 
 
-_KEYS = ("abs_error", "within_3pt", "coverage", "ci_halfwidth")
+_KEYS = ("abs_error", "within_3pt", "coverage", "ci_halfwidth", "srs_halfwidth", "design_effect")
 
 
 def _scores(result: dict) -> dict:
@@ -108,8 +108,8 @@ def _scores(result: dict) -> dict:
 def _pooled(rows: list[dict]) -> dict:
     import numpy as np
 
-    return {k: round(float(np.mean([r[k] for r in rows])), 4 if k in ("abs_error", "ci_halfwidth") else 3)
-            for k in _KEYS}
+    return {k: round(float(np.mean([r[k] for r in rows])), 4 if k in ("abs_error", "ci_halfwidth", "srs_halfwidth")
+                     else 3) for k in _KEYS}
 
 
 def handle(args) -> int:
@@ -136,7 +136,7 @@ def handle(args) -> int:
     batch = args.batch or DEFAULTS["batch_size"]
     design = DEFAULTS["prior_design"] if args.prior_design is None else args.prior_design
     common = dict(sampler=sampler, audit_fraction=fraction, budget=args.budget, batch=batch, runs=args.runs,
-                  seed=args.seed, kg=kg, tilt=DEFAULTS.get("design_tilt", 0.0),
+                  seed=args.seed, kg=kg, tilt=DEFAULTS.get("design_tilt", 0.0), design=DEFAULTS["design"],
                   propagation_weight=DEFAULTS["propagation_weight"])
     m = args.budget * fraction
 
@@ -194,6 +194,9 @@ def handle(args) -> int:
         "within_3pt": pooled["within_3pt"],
         "coverage": pooled["coverage"],
         "ci_halfwidth": pooled["ci_halfwidth"],
+        "srs_halfwidth": pooled["srs_halfwidth"],
+        "design_effect": pooled["design_effect"],
+        "design": DEFAULTS["design"],
         "uniform_design": _pooled(loo_uniform),
         "no_prior": _pooled(base),
         "split_half": ({**_pooled(split), "uniform_design": _pooled(split_uniform)} if split else None),

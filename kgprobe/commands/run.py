@@ -20,7 +20,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from kgprobe.commands.options import add_device_option
+from kgprobe.commands.options import RenamedOption, add_device_option
 from kgprobe.errors import InputError
 
 from kgprobe.settings import METHOD_DEFAULTS, RUN_DEFAULTS
@@ -43,8 +43,6 @@ def register(subparsers) -> None:
     src = p.add_argument_group("knowledge graph")
     src.add_argument("--kg", default=S, help="a KG file or an embedded KG name (default: countries)")
     src.add_argument("--endpoint", default=S, help="build the KG from this SPARQL endpoint URL first")
-    from kgprobe.cli import RenamedOption
-
     src.add_argument("--seed-entities", dest="seed_entities", nargs="+", default=S, metavar="ENTITY",
                      help="seed entities (QIDs or labels) for --endpoint")
     src.add_argument("--seeds", dest="seed_entities", nargs="+", default=S, action=RenamedOption,
@@ -67,10 +65,15 @@ def register(subparsers) -> None:
     s = p.add_argument_group("sampling and stopping")
     s.add_argument("--sampler", default=S, help="focus, thompson, kglens-thompson, epsilon-greedy, uniform, brute-force, … (default focus)")
     s.add_argument("--sampler-option", action="append", default=S, metavar="KEY=VALUE", help="a sampler setting")
-    s.add_argument("--audit-fraction", type=float, default=S,
+    s.add_argument("--design-fraction", dest="audit_fraction", type=float, default=S, metavar="SHARE",
                    help="share of each batch drawn by the known-probability design the unbiased estimates rest on "
                         "(default 1: every probe; lower it to give the sampler's own choices more, at the price "
                         "of wider intervals)")
+    s.add_argument("--audit-fraction", dest="audit_fraction", type=float, default=S, action=RenamedOption,
+                   new_name="--design-fraction")
+    s.add_argument("--design", default=S, choices=("uniform", "stratified", "adaptive"),
+                   help="how design probes are drawn: stratified (default) gives every predicate and subject "
+                        "group design probes; uniform is a simple random sample (see docs/design.md)")
     s.add_argument("--prior", nargs="+", default=S, metavar="RUN_OR_SWEEP",
                    help="run files or recorded sweeps of other models on the same KG: an item-response "
                         "model of edge difficulty fitted from them starts the PKG, the estimates and the design")
