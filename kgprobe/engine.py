@@ -469,8 +469,7 @@ class Engine:
         # force stay as named.
         plan = self.design_plan
         if plan is not None:
-            self.pkg.design = plan.round(right, self._rounds_left(r), round_rng(cfg.seed, r, 2),
-                                         round_rng(cfg.seed, r, 3))
+            self.pkg.design = plan.round(right, round_rng(cfg.seed, r, 2), round_rng(cfg.seed, r, 3))
         else:
             self.pkg.design_weights = round_design_weights(self.pkg, right, sampler=cfg.sampler,
                                                            tilt=cfg.design_tilt, base=self.design_base)
@@ -615,16 +614,6 @@ class Engine:
         if newly_converged:
             self._emit(Converged(r, self.queries_spent))
         return summary
-
-    def _rounds_left(self, r: int) -> int:
-        """Rounds left including round ``r`` (by budget and round limit; at least 1)."""
-        cfg = self.config
-        left = []
-        if cfg.budget is not None:
-            left.append(math.ceil((cfg.budget - self.queries_spent) / cfg.batch_size))
-        if cfg.round_limit is not None:
-            left.append(cfg.round_limit - r + 1)
-        return max(1, min(left)) if left else 1
 
     def _attempts(self, edges: np.ndarray) -> list[int]:
         """How many times each selected edge was probed before (its evidence count, plus

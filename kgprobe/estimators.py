@@ -178,6 +178,7 @@ def design_estimate(
     group: bool = False,
     confidence: float = 0.95,
     parts=None,
+    martingale: bool = False,
 ) -> GroupEstimate:
     """The Horvitz–Thompson difference estimate of one group from its design probes.
 
@@ -216,6 +217,8 @@ def design_estimate(
     est = float(z.mean())
     hits = int(in_g.sum())
     var = float(z.var(ddof=1)) if m > 1 else math.inf
+    if martingale and m > 1:
+        var = martingale_variance(z, rnd, var)
     df = math.inf
     if group:
         if mean_var is None or n_total is None:
@@ -235,6 +238,25 @@ def design_estimate(
     # Shown clipped (as is the interval); ``raw`` keeps the unbiased number.
     return GroupEstimate(min(1.0, max(0.0, est)), max(0.0, est - half), min(1.0, est + half), hits, int(n_group),
                          DESIGN, method, se, df, est)
+
+
+def martingale_variance(z: np.ndarray, rounds: np.ndarray, pooled: float) -> float:
+    """``M·Var(mean z)`` from the rounds' own spreads: ``Σ_t m_t·s²_t / M``.
+
+    Each round's mean of z is unbiased given the past (a martingale difference once the
+    accuracy is subtracted), so the variance of the run's mean is the sum of the rounds'
+    conditional variances, each estimated by its within-round sample variance; the
+    martingale central limit theorem makes the normal interval valid as rounds accrue
+    (Zrnic & Candès 2024). Rounds with one design probe borrow the pooled variance.
+    Unlike the pooled sample variance it leaves out how the rounds' mean predictions P̄_t
+    moved between rounds, which is not noise of the estimate.
+    """
+    m = z.size
+    total = 0.0
+    for t in np.unique(rounds):
+        zt = z[rounds == t]
+        total += zt.size * (float(zt.var(ddof=1)) if zt.size > 1 else pooled)
+    return total / m
 
 
 def design_scores(table: ProbeTable, mask: np.ndarray | None = None) -> np.ndarray:
@@ -332,9 +354,12 @@ def kg_estimate(table: ProbeTable, *, confidence: float = 0.95) -> GroupEstimate
     sizes = table.group_sizes["predicate"]
     n_total = sum(sizes.values())
     mean_pred = np.array([_kg_mean(table.round_means[t]["predicate"], sizes, n_total) for t in range(rounds)])
+    parts = None if table.part is None else table.part[d]
+    # The rounds' own variances (martingale CLT) for an adaptive design; the pooled one,
+    # as before it existed, for the uniform and stratified designs (their reports unchanged).
+    adaptive = parts is not None and bool(np.any(parts == 2))
     return design_estimate(table.correct[d], table.predicted[d], table.inclusion[d], table.round[d], mean_pred,
-                           n_group=n_total, confidence=confidence,
-                           parts=None if table.part is None else table.part[d])
+                           n_group=n_total, confidence=confidence, parts=parts, martingale=adaptive)
 
 
 def _kg_mean(means: Mapping[str, Sequence[float]], sizes: Mapping[str, int], n_total: int) -> float:

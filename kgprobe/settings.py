@@ -71,10 +71,12 @@ RUN_DEFAULTS: dict[str, Any] = {
     # runs with the same prior and seed still share design edges. Half: on replays it is
     # what lets a sharp prior beat the uniform design, at no measured cost with a weak one.
     "prior_design": 0.5,
-    # How design probes are drawn (kgprobe.sampling.design): stratified keeps the uniform
-    # design's probabilities but gives every predicate and subject group a minimum number of
-    # draws, so each gets an interval; uniform is the design of run files made before it.
-    "design": "stratified",
+    # How design probes are drawn (kgprobe.sampling.design): adaptive leans each round's
+    # draws towards edges predicted wrong or uncertain (known probabilities, a floor shared
+    # by every model with the same seed, a minimum of draws for every predicate and subject
+    # group); stratified keeps uniform probabilities with those minimums; uniform is the
+    # design of run files made before the others. See docs/design.md for what each measured.
+    "design": "adaptive",
     "probe_options": {},
     "sampler_options": {},
     # Run files or recorded sweeps of other models on the same KG (kgprobe.prior).

@@ -72,7 +72,8 @@ def register(subparsers) -> None:
     s.add_argument("--audit-fraction", dest="audit_fraction", type=float, default=S, action=RenamedOption,
                    new_name="--design-fraction")
     s.add_argument("--design", default=S, choices=("uniform", "stratified", "adaptive"),
-                   help="how design probes are drawn: stratified (default) gives every predicate and subject "
+                   help="how design probes are drawn: adaptive (default) leans towards edges predicted wrong or "
+                        "uncertain, stratified keeps uniform probabilities, both give every predicate and subject "
                         "group design probes; uniform is a simple random sample (see docs/design.md)")
     s.add_argument("--prior", nargs="+", default=S, metavar="RUN_OR_SWEEP",
                    help="run files or recorded sweeps of other models on the same KG: an item-response "

@@ -8,8 +8,8 @@ the round's answers (it may depend on every earlier answer). That is all the est
   what run files written before the other designs existed used, and what ``--design
   uniform`` keeps.
 * ``stratified`` — the uniform design with a minimum allocation per stratum: every
-  predicate and every subject group gets at least :data:`MIN_STRATUM_DRAWS` expected
-  design draws over the run (spread over the rounds left, after what it already got),
+  predicate and every subject group gets about :data:`MIN_STRATUM_DRAWS` expected
+  design draws early in the run (what it lacks, over :data:`MINIMUM_ROUNDS` rounds),
   the rest of the draws proportional to size. Drawn by systematic sampling over the
   edges ordered by predicate (strata and edges in random order), so a predicate gets
   the floor or the ceiling of its expected draws — a two-edge predicate is reached
@@ -42,11 +42,15 @@ DESIGNS = ("uniform", "stratified", "adaptive")
 MIN_STRATUM_DRAWS = 4
 #: The most of a round's draws that stratum minimums may take.
 MINIMUM_SHARE = 0.5
+#: A stratum short of its minimum is given what it lacks over this many rounds (the
+#: first rounds, mostly). Not tied to the budget: a run extended with a larger budget
+#: draws what a run started with that budget draws.
+MINIMUM_ROUNDS = 2
 #: Share of an adaptive round's design draws in the floor (shared across models).
-FLOOR_SHARE = 0.5
+FLOOR_SHARE = 0.35
 #: Within the lean part, the share λ that follows the scores (the rest is uniform, which
 #: bounds every lean weight by 1/(1 − λ) times the uniform one).
-LEAN = 0.8
+LEAN = 0.9
 #: Part codes of the store's ``audit`` column.
 SAMPLER, FLOOR, LEAN_PART = 0, 1, 2
 
@@ -228,5 +232,5 @@ class DesignPlan:
                 w = (1.0 - self.lean) * w + self.lean * s / s.sum()
         return inclusion_probabilities(w, k)
 
-    def round(self, predicted_right: np.ndarray | None, rounds_left: int, floor_rng, lean_rng) -> RoundDesign:
-        return RoundDesign(self, predicted_right, rounds_left, floor_rng, lean_rng)
+    def round(self, predicted_right: np.ndarray | None, floor_rng, lean_rng) -> RoundDesign:
+        return RoundDesign(self, predicted_right, MINIMUM_ROUNDS, floor_rng, lean_rng)

@@ -133,15 +133,13 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
                                              "part")}
     means = []
     spent, t = 0, 0
-    rounds_total = -(-budget // batch)
     while spent < budget:
         n = min(batch, budget - spent, pkg.num_active)  # a batch never exceeds the active edges
         right = round_predictions(pkg, smp, item_prior)
         means.append({kind: round_means(right, lab, setup["active"], names)
                       for kind, (lab, names) in setup["labels"].items()})
         if plan is not None:
-            pkg.design = plan.round(right, rounds_total - t, np.random.default_rng([seed, t, 2]),
-                                    np.random.default_rng([seed, t, 3]))
+            pkg.design = plan.round(right, np.random.default_rng([seed, t, 2]), np.random.default_rng([seed, t, 3]))
         else:
             pkg.design_weights = round_design_weights(pkg, right, sampler=sampler, tilt=tilt, base=base)
         sel = smp.select(pkg, n, rng)
