@@ -103,7 +103,7 @@ def _active_per_predicate(run: Run) -> dict[str, int]:
 
 
 def _accuracy_history(run: Run) -> list[dict]:
-    """The unbiased KG accuracy estimate as it stood after each round (rounds with audit probes)."""
+    """The unbiased KG accuracy estimate as it stood after each round (rounds with design probes)."""
     out = []
     for h in run.history():
         est = run.accuracy_estimate(up_to_round=h["round"])
@@ -278,7 +278,7 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
     est_txt = (
         f"{est['estimate']:.1%} (95% CI {est['low']:.1%} – {est['high']:.1%}; {est['basis']}, "
         f"{est['method']}, n = {est['n']} design-based probes)"
-        if est else "not available (no design-based audit sample in this run)"
+        if est else "not available (no design probes in this run)"
     )
     measured = [list(r) for r in protocol_rows(data["protocol"])]
     status = [
@@ -342,7 +342,7 @@ RATES_NOTE = (
 
 _CAPTIONS = {
     "convergence": "Rates over probed edges against model queries; the KG-level accuracy (all active edges, "
-    "unbiased, from the audit sample) as it stood after each round, with its 95% interval as a band.",
+    "unbiased, from the design probes) as it stood after each round, with its 95% interval as a band.",
     "by_predicate": "Win rate per predicate, lowest first; black ticks: chance level of a random guess.",
     "by_group": "Win rate per entity group of the subject, lowest first.",
     "heatmap": "The most-probed subjects (same rows as the table). Dot colour: zero-sense rate of the entity's "
