@@ -143,6 +143,8 @@ def inclusion_probabilities(weights: np.ndarray, k: int) -> np.ndarray:
     capped = np.zeros_like(free)
     while True:
         left = k - int(capped.sum())
+        if left == 0 or not (free & ~capped).any():  # every edge that can be drawn is drawn
+            return np.where(capped, 1.0, 0.0)
         scale = left / float(w[free & ~capped].sum())
         trial = np.where(free & ~capped, w * scale, 0.0)
         over = trial > 1.0

@@ -146,3 +146,16 @@ def sweep_predicates(sweep):
     from kgprobe.sources.embedded import load_embedded_kg
 
     return np.asarray(load_embedded_kg("countries").predicate_of)[sweep.edges]
+
+
+def test_a_round_that_draws_every_edge_draws_each_with_certainty():
+    # Four edges, a batch of four: ceil(0.35·4) = 2 floor draws (π = 2/4 each), then the
+    # lean must take both edges left, each with π = 1.
+    plan = DesignPlan("adaptive", np.zeros(4, int), np.zeros(4, int), np.ones(4, bool), min_draws=0)
+    design = plan.round(np.array([0.9, 0.1, 0.5, 0.5]), np.random.default_rng(0), np.random.default_rng(1))
+    edges = design.draw(4)
+    assert edges.tolist() == [0, 1, 2, 3]
+    parts = design.parts(edges)
+    assert (parts == FLOOR).sum() == 2
+    assert design.inclusion(edges)[parts == FLOOR] == pytest.approx([0.5, 0.5])
+    assert design.inclusion(edges)[parts == LEAN_PART] == pytest.approx([1.0, 1.0])
