@@ -16,8 +16,9 @@ Estimators scored:
 
 * ``ht-difference`` — :func:`kgprobe.estimators.kg_estimate` (design-unbiased,
   model-assisted; what a run reports);
-* ``audit-wilson`` — the plain mean of the audit probes with a Wilson interval (what
-  kgprobe reported before; unbiased, ignores the predictions).
+* ``audit-wilson`` — the plain mean of the design probes with a Wilson interval (what
+  kgprobe reported before; unbiased only under the uniform design, biased towards the
+  edges an adaptive design leans on).
 """
 
 from __future__ import annotations
