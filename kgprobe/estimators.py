@@ -31,18 +31,21 @@ design (``M`` = all design probes), which is the mean over design probes i of::
 
 So ``Â_G = mean_i z_i`` is unbiased, and ``z_i − A_G`` are martingale differences.
 
-The interval. ``Â_G ± q · sqrt(max(s²_z, floor) / M)`` with ``s²_z`` the sample variance
-of the ``z_i``: the with-replacement (Hansen–Hurwitz) variance, which is conservative
-for draws without replacement and for predictions that drift between rounds (the drift
-of ``P̄`` only adds spread to ``z``). For the KG (``G`` = all) ``q`` is the normal quantile
-and there is no floor. For a predicate or group only the ``h`` design probes that fell
-in ``G`` carry its residuals, so with small ``h`` the sample variance is itself noisy:
-``q`` is Student's t with ``h − 1`` degrees of freedom and the variance is floored at
-the model's own predicted value ``(N / N_G) · V̄_G`` (mean of ``ŷ(1 − ŷ)``, the residual
-variance the predictions expect). Such an interval is labelled **design-based**. A group
-with fewer than :data:`MIN_DESIGN_PROBES` design probes gets a **model-based** interval
-instead: Jeffreys' Beta interval from the group's probes (all of them, sampler-chosen
-included), which is right only if the probed edges represent the group.
+The KG interval. ``Â ± q · sqrt(s² / M)`` with ``q`` the normal quantile and ``s²`` the
+sample variance of the ``z_i``: the with-replacement (Hansen–Hurwitz) variance, which is
+conservative for draws without replacement and for predictions that drift between rounds.
+Under the adaptive design (:mod:`kgprobe.sampling.design`: a floor and a lean part per
+round, weighted as in :func:`probe_weights`) the rounds' own variances are summed
+instead (:func:`martingale_variance`; martingale CLT, Zrnic & Candès 2024).
+
+Predicates and entity groups. The ratio (Hájek) estimate of :func:`hajek_estimate`: the
+design-weighted share of right answers among the group's design probes, always in
+[0, 1], with a Korn–Graubard (Clopper–Pearson at the effective sample size) interval. A
+group with fewer than :data:`MIN_DESIGN_PROBES` design probes gets no number (basis
+:data:`TOO_FEW`). Only a run without any design probe falls back on **model-based**
+Jeffreys intervals from the group's probes, which are right only if the probed edges
+represent the group. (:func:`design_estimate` with ``group=True`` is the difference
+estimator for a group, unbiased but not bounded to [0, 1]; reports no longer use it.)
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""Shared pieces of every sampler: batch-size checks and the design-based (audit) sample.
+"""Shared pieces of every sampler: batch-size checks and the draws of the design sample.
+
+A run's design (stratified, adaptive) lives in :mod:`kgprobe.sampling.design`; it hands
+its draws out through :func:`draw_audit` when the engine has set ``pkg.design``. This
+module keeps the uniform design (``--design uniform``, and run files made before the
+others) and the drawing machinery both use. ("Audit" is the older name of the design
+sample; the store's column and the samplers' ``audit_fraction`` option keep it.)
 
 The audit sample is what makes an unbiased KG-level accuracy estimate possible despite
 adaptive selection (see :mod:`kgprobe.estimators`): each round, a sampler with
