@@ -108,8 +108,13 @@ def _scores(result: dict) -> dict:
 def _pooled(rows: list[dict]) -> dict:
     import numpy as np
 
-    return {k: round(float(np.mean([r[k] for r in rows])), 4 if k in ("abs_error", "ci_halfwidth", "srs_halfwidth")
-                     else 3) for k in _KEYS}
+    out = {}
+    for k in _KEYS:
+        # A truth of 0 or 1 has no SRS half-width and so no design effect: left out of the mean.
+        values = [r[k] for r in rows if r[k] is not None]
+        digits = 4 if k in ("abs_error", "ci_halfwidth", "srs_halfwidth") else 3
+        out[k] = round(float(np.mean(values)), digits) if values else None
+    return out
 
 
 def handle(args) -> int:
