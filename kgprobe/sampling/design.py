@@ -51,6 +51,10 @@ FLOOR_SHARE = 0.35
 #: Within the lean part, the share λ that follows the scores (the rest is uniform, which
 #: bounds every lean weight by 1/(1 − λ) times the uniform one).
 LEAN = 0.9
+#: Weight κ of the lean on the chance of a wrong answer next to the residual's sd
+#: (:func:`lean_scores`); 0.5 kept the weak-probe share of κ = 1 on the committed sweeps
+#: with narrower intervals (docs/design.md).
+ERROR_LEAN = 0.5
 #: Part codes of the store's ``audit`` column.
 SAMPLER, FLOOR, LEAN_PART = 0, 1, 2
 
@@ -61,8 +65,8 @@ def check_design(name: str) -> str:
     return name
 
 
-def lean_scores(predicted_right: np.ndarray) -> np.ndarray:
-    """Where one more design answer is worth most: ``sqrt(ŷ(1 − ŷ)) + (1 − ŷ)``.
+def lean_scores(predicted_right: np.ndarray, error_lean: float = ERROR_LEAN) -> np.ndarray:
+    """Where one more design answer is worth most: ``sqrt(ŷ(1 − ŷ)) + κ·(1 − ŷ)``.
 
     The first term is the predicted residual's standard deviation (the variance-optimal
     design draws ``π ∝ sd``, Neyman allocation); the second leans on the chance the edge
@@ -70,7 +74,7 @@ def lean_scores(predicted_right: np.ndarray) -> np.ndarray:
     the predictions are sure the model knows.
     """
     p = np.clip(np.asarray(predicted_right, dtype=np.float64), 0.0, 1.0)
-    return np.sqrt(p * (1.0 - p)) + (1.0 - p)
+    return np.sqrt(p * (1.0 - p)) + error_lean * (1.0 - p)
 
 
 def stratum_minimums(counts: np.ndarray, sizes: np.ndarray, rounds_left: int, k: float,
