@@ -50,6 +50,14 @@ def register_all(subparsers, package: str, names) -> None:
         importlib.import_module(f"{package}.{name}").register(subparsers)
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """A wrong argument is a short error naming it (exit 2), not the command's usage block,
+    which for ``kgprobe run`` is longer than the message it would bury."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n  (`{self.prog} --help` lists the options)\n")
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """One help style for every command: descriptions keep their line breaks, a default is
     shown only when there is one (never "(default: None)" on a required option or a flag),
@@ -86,7 +94,7 @@ def _style_help(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="kgprobe",
         description="Measure what a language model knows by probing it on a knowledge graph, "
         "spending as few model queries as possible.",

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kgprobe.api import Run
+from kgprobe.runs import Run
 from kgprobe.engine import metrics_to_dict
 from kgprobe.errors import InputError
 

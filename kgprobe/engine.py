@@ -28,16 +28,16 @@ a stopped run is resumable.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import sys
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from kgprobe import run_spec
 from kgprobe.errors import InputError, ModelError, PartialBatchError
 from kgprobe.kg.graph import KnowledgeGraph
 from kgprobe.models.base import LanguageModel
@@ -52,42 +52,47 @@ from kgprobe.store import REPLAY_WINDOW_ENV, ProbeRecord, RoundRecord, RunStore,
 DEFAULT_MAX_ROUNDS = 60
 
 
+#: Values of settings a run file written before the setting existed was played with
+#: (the table's default for a new run may differ).
+RECORDED_BEFORE: dict[str, Any] = {"prior_design": 0.0, "design": "uniform"}
+
+
 @dataclass
 class EngineConfig:
     """Everything that determines a run besides the KG and the model.
 
-    ``budget`` counts model queries (``ProbeTask.num_queries``: one per generation, one
-    per scored option set). ``None`` means no budget: the run stops at ``max_rounds``
-    (default :data:`DEFAULT_MAX_ROUNDS` when both are unset) or on convergence.
+    The fields besides ``prior`` are run settings: their defaults, ranges and meaning are
+    rows of :mod:`kgprobe.run_spec`. ``budget`` counts model queries
+    (``ProbeTask.num_queries``: one per generation, one per scored option set). ``None``
+    means no budget: the run stops at ``max_rounds`` (default :data:`DEFAULT_MAX_ROUNDS`
+    when both are unset) or on convergence.
     """
 
-    method: str = "zp-lke"
-    sampler: str = "thompson"
-    batch_size: int = 64
-    budget: int | None = None
-    max_rounds: int | None = None
-    seed: int = 0
-    propagation_weight: float = 1.0
+    method: str = run_spec.default("method")
+    sampler: str = run_spec.default("sampler")
+    batch_size: int = run_spec.default("batch_size")
+    budget: int | None = run_spec.default("budget")
+    max_rounds: int | None = run_spec.default("max_rounds")
+    seed: int = run_spec.default("seed")
+    propagation_weight: float = run_spec.default("propagation_weight")
     prior: tuple[float, float] = (1.0, 1.0)
-    convergence_window: int = 5
-    convergence_tolerance: float = 0.01
-    stop_on_convergence: bool = True
+    """The Beta prior every edge's PKG belief starts from (not a run setting)."""
+    convergence_window: int = run_spec.default("convergence_window")
+    convergence_tolerance: float = run_spec.default("convergence_tolerance")
+    stop_on_convergence: bool = run_spec.default("stop_on_convergence")
     probe_options: dict[str, Any] = field(default_factory=dict)
     sampler_options: dict[str, Any] = field(default_factory=dict)
-    design_tilt: float = 0.0
-    """Share λ of the design draws' probabilities that leans towards edges predicted wrong
-    (:mod:`kgprobe.sampling.audit`); 0 = uniform, which two runs with the same seed share
-    (so their comparison is paired)."""
-    prior_design: float = 0.0
-    """In a run with an item-response prior: share λ of the design probabilities that follows
-    the prior's predicted outcome spread (:func:`kgprobe.sampling.audit.prior_design_weights`);
-    0 = uniform. 0 here so that run files written before it existed resume unchanged; a
-    new run gets the project default (:data:`kgprobe.settings.RUN_DEFAULTS`, 1/2)."""
-    design: str = "uniform"
-    """How design probes are drawn (:mod:`kgprobe.sampling.design`): ``uniform``,
-    ``stratified`` or ``adaptive``. ``uniform`` here so that run files written before the
-    other designs existed resume unchanged; a new run gets the project default
-    (:data:`kgprobe.settings.RUN_DEFAULTS`)."""
+    design_tilt: float = run_spec.default("design_tilt")
+    prior_design: float = run_spec.default("prior_design")
+    design: str = run_spec.default("design")
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> "EngineConfig":
+        """The configuration of resolved run settings (:func:`kgprobe.settings.resolve_run_settings`)."""
+        values = {name: settings[name] for name in run_spec.ENGINE_SETTINGS}
+        values["probe_options"] = dict(values["probe_options"])
+        values["sampler_options"] = dict(values["sampler_options"])
+        return cls(**values)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -100,7 +105,7 @@ class EngineConfig:
         unknown = sorted(set(d) - known)
         if unknown:
             raise InputError(f"unknown run setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        d = dict(d)
+        d = {**RECORDED_BEFORE, **d}
         if "prior" in d:
             d["prior"] = tuple(d["prior"])
         return cls(**d)
@@ -113,8 +118,8 @@ class EngineConfig:
 
     def validate(self, kg: KnowledgeGraph) -> None:
         """Raise :class:`InputError` naming the first setting that cannot work on ``kg``."""
-        if not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise InputError(f"batch size must be a positive integer, got {self.batch_size!r}")
+        for name in run_spec.ENGINE_SETTINGS:
+            run_spec.check_value(name, getattr(self, name))
         if kg.num_active == 0:
             raise InputError(f"the KG {kg.name!r} has no active edges: nothing can be probed")
         unnamed = unnamed_active_edges(kg)
@@ -131,29 +136,11 @@ class EngineConfig:
                 f"batch size {self.batch_size} is larger than the {kg.num_active} active edges of the KG "
                 f"{kg.name!r}; use --batch-size {kg.num_active} or less"
             )
-        if self.budget is not None:
-            if not isinstance(self.budget, int) or self.budget < 1:
-                raise InputError(f"budget must be a positive number of model queries, got {self.budget!r}")
-            if self.budget < self.batch_size:
-                raise InputError(
-                    f"budget {self.budget} is below one batch ({self.batch_size} edges, at least "
-                    f"{self.batch_size} queries); raise --budget or lower --batch-size"
-                )
-        if self.max_rounds is not None and (not isinstance(self.max_rounds, int) or self.max_rounds < 1):
-            raise InputError(f"max rounds must be a positive integer, got {self.max_rounds!r}")
-        if not (isinstance(self.convergence_window, int) and self.convergence_window >= 2):
-            raise InputError(f"convergence window must be an integer >= 2, got {self.convergence_window!r}")
-        if not (self.convergence_tolerance > 0 and math.isfinite(self.convergence_tolerance)):
-            raise InputError(f"convergence tolerance must be a positive number, got {self.convergence_tolerance!r}")
-        if not (isinstance(self.design_tilt, (int, float)) and 0 <= self.design_tilt <= 1):
-            raise InputError(f"design tilt must be a number in [0, 1], got {self.design_tilt!r}")
-        if not (isinstance(self.prior_design, (int, float)) and 0 <= self.prior_design <= 1):
-            raise InputError(f"prior design share must be a number in [0, 1], got {self.prior_design!r}")
-        from kgprobe.sampling.design import check_design
-
-        check_design(self.design)
-        if not (self.propagation_weight >= 0 and math.isfinite(self.propagation_weight)):
-            raise InputError(f"propagation weight must be >= 0, got {self.propagation_weight!r}")
+        if self.budget is not None and self.budget < self.batch_size:
+            raise InputError(
+                f"budget {self.budget} is below one batch ({self.batch_size} edges, at least "
+                f"{self.batch_size} queries); raise --budget or lower --batch-size"
+            )
 
 
 # -- events -------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from typing import Sequence
 import numpy as np
 from scipy.stats import norm
 
+from kgprobe import run_spec
 from kgprobe.errors import InputError
 
 
@@ -101,14 +102,12 @@ class ConvergenceMonitor:
     """
 
     def __init__(self, window: int = 5, tolerance: float = 0.01):
-        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
-            raise InputError(f"convergence window must be an integer >= 1 (rounds), got {window!r}")
-        try:
-            tolerance = float(tolerance)
-        except (TypeError, ValueError):
-            raise InputError(f"convergence tolerance must be a number, got {tolerance!r}") from None
-        if not math.isfinite(tolerance) or tolerance < 0:
-            raise InputError(f"convergence tolerance must be finite and >= 0, got {tolerance}")
+        # The run settings' own checks, so a window or tolerance is refused alike here, on
+        # the command line, in a config file and in the API.
+        window = int(window) if isinstance(window, np.integer) else window
+        tolerance = float(tolerance) if isinstance(tolerance, np.floating) else tolerance
+        run_spec.check_value("convergence_window", window)
+        run_spec.check_value("convergence_tolerance", tolerance)
         self.window = int(window)
         self.tolerance = tolerance
         self._history: deque[tuple[float, float, float]] = deque(maxlen=self.window + 1)

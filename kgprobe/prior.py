@@ -31,7 +31,9 @@ p_j), β₀ + K p_j)`` so the sampler, too, starts from what the prior knows. Th
 prior is stored in the run file (meta ``item_prior``), so a resumed run and its report
 use the very same numbers.
 
-Matching: sources are matched to the run's KG by KG name and by the (subject,
+Reading the sources (run files, recorded sweeps) is :mod:`kgprobe.prior_sources`; this
+module only fits and applies the prior, so the engine can use it without the run store
+or sweep formats. Matching: sources are matched to the run's KG by KG name and by the (subject,
 predicate, object) ids of their edges. A source made on another KG, or sharing no edge
 with the run's KG, is an :class:`~kgprobe.errors.InputError` (exit code 2).
 """
@@ -40,9 +42,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from scipy.optimize import minimize
@@ -72,71 +72,10 @@ class AnswerCounts:
     total: np.ndarray
 
 
-def _triple_keys(kg, edges: np.ndarray) -> list[tuple[str, str, str]]:
+def triple_keys(kg, edges: np.ndarray) -> list[tuple[str, str, str]]:
+    """The (subject, predicate, object) ids of ``edges``: how answers are matched across KGs."""
     return [(kg.entity_id(int(kg.subjects[e])), kg.predicate_id(int(kg.predicate_of[e])),
              kg.entity_id(int(kg.objects[e]))) for e in edges.tolist()]
-
-
-def load_answers(ref: str | os.PathLike) -> AnswerCounts:
-    """Recorded answers of a run file (``.kgrun``) or a recorded sweep (name or path)."""
-    ref = str(ref)
-    path = Path(ref)
-    if path.suffix == ".kgrun" or (path.is_file() and _is_sqlite(path)):
-        return _run_answers(path)
-    return _sweep_answers(ref)
-
-
-def _is_sqlite(path: Path) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(16) == b"SQLite format 3\x00"
-    except OSError:
-        return False
-
-
-def _run_answers(path: Path) -> AnswerCounts:
-    from kgprobe.store import RunStore
-
-    with RunStore.open(path) as store:
-        kg = store.kg
-        probes = store.probe_arrays()
-        model = store.model_identity
-    if probes["edge"].size == 0:
-        raise InputError(f"the run {path} has no probes; a prior needs recorded answers")
-    edges, inv = np.unique(probes["edge"], return_inverse=True)
-    right = np.bincount(inv, weights=probes["correct"].astype(np.float64), minlength=edges.size)
-    total = np.bincount(inv, minlength=edges.size).astype(np.float64)
-    return AnswerCounts(str(path), model, kg.name, _triple_keys(kg, edges), right, total)
-
-
-def _sweep_answers(ref: str) -> AnswerCounts:
-    try:
-        from kgprobe.sweep import load_sweep
-    except ImportError:  # pragma: no cover - the sweep module ships with kgprobe
-        raise InputError(f"{ref!r} is not a run file, and this kgprobe cannot read recorded sweeps") from None
-
-    try:
-        sweep = load_sweep(ref)
-    except InputError:
-        raise
-    except (OSError, ValueError, KeyError) as exc:
-        raise InputError(f"cannot read a prior from {ref!r}: not a run file (.kgrun) nor a recorded sweep ({exc})") \
-            from None
-    return sweep_answers(sweep, ref)
-
-
-def sweep_answers(sweep, source: str) -> AnswerCounts:
-    """The recorded answers of a :class:`~kgprobe.sweep.Sweep` (keys from the sweep, else its KG)."""
-    edges = np.asarray(sweep.edges, dtype=np.int64)
-    if getattr(sweep, "keys", None) is not None:
-        keys = [tuple(k) for k in np.asarray(sweep.keys).tolist()]
-    else:
-        from kgprobe.sources.embedded import load_embedded_kg
-
-        keys = _triple_keys(load_embedded_kg(sweep.kg), edges)
-    correct = np.asarray(sweep.correct, dtype=bool)
-    return AnswerCounts(source, sweep.model, sweep.kg, keys, correct.sum(axis=1).astype(np.float64),
-                        np.full(edges.size, float(correct.shape[1])))
 
 
 def fit_rasch(right: np.ndarray, total: np.ndarray, *, difficulty_sd: float = DIFFICULTY_SD
@@ -295,7 +234,7 @@ def fit_prior(kg, sources: list[AnswerCounts], *, difficulty_sd: float = DIFFICU
                 f"the prior {src.source!r} was recorded on the KG {src.kg_name!r}, but this run probes "
                 f"{kg.name!r}; a prior must come from runs or sweeps on the same KG"
             )
-    index = {key: j for j, key in enumerate(_triple_keys(kg, np.arange(kg.num_edges)))}
+    index = {key: j for j, key in enumerate(triple_keys(kg, np.arange(kg.num_edges)))}
     cols: dict[int, int] = {}
     rows = []
     for src in sources:
@@ -330,8 +269,3 @@ def fit_prior(kg, sources: list[AnswerCounts], *, difficulty_sd: float = DIFFICU
         names.append(name)
     return ItemPrior(kg.name, difficulty, dict(zip(names, a.tolist())), [s.source for s in sources],
                      shared_edges=int(active[edges].sum()))
-
-
-def prior_from_refs(kg, refs: list[str]) -> ItemPrior:
-    """Load every reference (run file or sweep) and fit the prior over ``kg``."""
-    return fit_prior(kg, [load_answers(r) for r in refs])

@@ -253,12 +253,12 @@ def build_protocol(config, kg, model, spec: str = "", *, date: str | None = None
 
 def reconstruct_protocol(store) -> dict[str, Any]:
     """A protocol for a run file written before protocols were stored (best effort)."""
-    from kgprobe.settings import option_specs, _probe_class, _sampler_class
+    from kgprobe.settings import option_specs, probe_class, sampler_class
 
     cfg = dict(store.config)
     fields = _config_fields(cfg)
     # Those runs built their probe and sampler from the class defaults plus what was stored.
-    for kind, key, getter in (("probe", "probe_options", _probe_class), ("sampler", "sampler_options", _sampler_class)):
+    for kind, key, getter in (("probe", "probe_options", probe_class), ("sampler", "sampler_options", sampler_class)):
         name = cfg["method"] if kind == "probe" else cfg["sampler"]
         try:
             specs = option_specs(getter(name))
@@ -313,7 +313,8 @@ def _short(value) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def _get(proto: Mapping[str, Any], path: str):
+def field_at(proto: Mapping[str, Any], path: str):
+    """The value at a dotted ``path`` of a protocol (None where it has none)."""
     node: Any = proto
     for part in path.split("."):
         if not isinstance(node, Mapping) or part not in node:
@@ -347,7 +348,7 @@ def protocol_differences(a: Mapping[str, Any], b: Mapping[str, Any],
     """
     out: list[Difference] = []
     for path in fields:
-        out += _diff(path, _get(a, path), _get(b, path))
+        out += _diff(path, field_at(a, path), field_at(b, path))
     return out
 
 

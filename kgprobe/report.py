@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kgprobe.api import Run
+from kgprobe.runs import Run
 from kgprobe.engine import metrics_to_dict
 from kgprobe.errors import InputError, StoreError
 
@@ -432,7 +432,7 @@ def write_report(run: Run, out_dir: str | os.PathLike | None = None) -> dict[str
     An in-memory run has no file to sit next to: give ``out_dir`` (the files are named
     after the KG, method and time) or save it first with :meth:`Run.save`.
     """
-    from kgprobe.api import MEMORY
+    from kgprobe.inputs import MEMORY
 
     if run.path == MEMORY:
         if not out_dir:

@@ -1,7 +1,7 @@
 """One place that resolves the settings of a run, for the CLI, TOML configs and the API.
 
 ``kgprobe run``, ``kgprobe run --config FILE.toml`` and :func:`kgprobe.probe` all call
-:func:`resolve_run_settings`: the defaults below, overridden by a config file, overridden
+:func:`resolve_run_settings`: the defaults (:mod:`kgprobe.run_spec`), overridden by a config file, overridden
 by the command line or the API's keyword arguments. So the command line and Python
 resolve to the same protocol when neither says anything.
 
@@ -21,78 +21,17 @@ import types
 import typing
 from typing import Any, Mapping
 
+from kgprobe import run_spec
 from kgprobe.errors import InputError
 
-if typing.TYPE_CHECKING:
-    from kgprobe.engine import EngineConfig
-
-#: Settings of a run when neither a config file, the command line nor the API sets them.
-#: The budget is chosen so that the default run (embedded countries KG, default model,
-#: ZP-LKE) finishes in a few minutes on 2 CPU cores; see the README.
-RUN_DEFAULTS: dict[str, Any] = {
-    "kg": "countries",
-    "endpoint": None,
-    "seed_entities": None,
-    "hops": 2,
-    "model": "default",
-    "model_options": {},
-    # auto: CUDA when present, else CPU (kgprobe.models.devices).
-    "device": "auto",
-    "method": "zp-lke",
-    # The best sampler on the recorded real answers (kgprobe/sweeps, `kgprobe bench efficiency
-    # --truth`): focus with propagation weight 1 needed 0.294 of brute force's queries on the
-    # default model's 500-edge sweep (thompson 0.300, focus without propagation 0.403) and has
-    # the lowest mean over the three committed real sweeps (0.280; thompson 0.401); see the
-    # README, "Samplers on real answers". With the default audit fraction of 1 every probe
-    # is a design draw, so the choice matters once --audit-fraction is below 1 (the
-    # propagation weight also shapes the PKG's predictions the estimators use).
-    "sampler": "focus",
-    "budget": 256,
-    "batch_size": 32,
-    "max_rounds": None,
-    "seed": 0,
-    "propagation_weight": 1.0,  # KGLens' one-hop update (see the sampler comment above)
-    "convergence_window": 5,
-    "convergence_tolerance": 0.01,
-    "stop_on_convergence": True,
-    # Share of each batch drawn by the design with known inclusion probabilities
-    # (kgprobe.sampling.audit): all of it. At the default budget of 256 queries no smaller
-    # share gives a 95 % interval of about ±6 points on the KG accuracy (a design-unbiased
-    # estimate's variance is about residual variance / design probes; see the README's
-    # replay table). A smaller share gives the sampler's own choices more of the budget
-    # at the price of a wider interval.
-    "audit_fraction": 1.0,
-    # Share (0-1) of the design probabilities leaning towards edges predicted wrong; 0
-    # keeps the design uniform, so runs with the same seed share design edges (paired).
-    "design_tilt": 0.0,
-    # In a run with --prior: share (0-1) of the design probabilities that follows the
-    # prior's predicted outcome spread (kgprobe.sampling.audit.prior_design_weights): edges
-    # every earlier model got right, or wrong, are drawn less. Fixed by the prior alone, so
-    # runs with the same prior and seed still share design edges. Half: on replays it is
-    # what lets a sharp prior beat the uniform design, at no measured cost with a weak one.
-    "prior_design": 0.5,
-    # How design probes are drawn (kgprobe.sampling.design): adaptive leans each round's
-    # draws towards edges predicted wrong or uncertain (known probabilities, a floor shared
-    # by every model with the same seed, a minimum of draws for every predicate and subject
-    # group); stratified keeps uniform probabilities with those minimums; uniform is the
-    # design of run files made before the others. See docs/design.md for what each measured.
-    "design": "adaptive",
-    "probe_options": {},
-    "sampler_options": {},
-    # Run files or recorded sweeps of other models on the same KG (kgprobe.prior).
-    "prior": [],
-    "out": "runs",
-    "cache": None,
-    "report": True,
-    "quiet": False,
-    "plain": False,
-    "round_timeout": None,
-}
+#: Settings of a run when neither a config file, the command line nor the API sets them
+#: (one row each in :mod:`kgprobe.run_spec`, with the reasons for the values).
+RUN_DEFAULTS: dict[str, Any] = run_spec.defaults()
 
 #: Project defaults of probe options that differ from the probe class's own defaults.
 #: ZP-LKE with 20 examples and 20 options (gold + 19) instead of the paper's 50 and 100
-#: costs ~1 s of CPU per fact on the default model instead of ~3.5 s, which keeps the
-#: default run within minutes on 2 cores. HGP uses the same 19 distractors so that both
+#: makes each fact's prompt several times shorter, which keeps the default run within
+#: minutes on 2 CPU cores (`kgprobe bench throughput` measures the cost). HGP uses the same 19 distractors so that both
 #: multiple-choice methods have the same chance level (5 %) by default. The paper's
 #: protocol: ``--probe-option num_examples=50 --probe-option num_distractors=99``.
 METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -148,7 +87,7 @@ def option_specs(cls) -> dict[str, tuple[Any, tuple[type, ...] | None]]:
     return specs
 
 
-def _probe_class(method: str):
+def probe_class(method: str):
     from kgprobe.probes import PROBES
 
     try:
@@ -157,7 +96,7 @@ def _probe_class(method: str):
         raise InputError(f"unknown probe method {method!r}; choose one of: {', '.join(PROBES)}") from None
 
 
-def _sampler_class(sampler: str):
+def sampler_class(sampler: str):
     from kgprobe.sampling import SAMPLERS
 
     try:
@@ -176,7 +115,7 @@ def _recordable(default, allowed) -> bool:
 
 def probe_option_defaults(method: str) -> dict[str, Any]:
     """Every plain option of ``method`` at the value a run uses when none is given."""
-    specs = option_specs(_probe_class(method))
+    specs = option_specs(probe_class(method))
     out = {k: d for k, (d, allowed) in specs.items() if k not in _IMPLIED_BY_NAME and _recordable(d, allowed)}
     out.update(METHOD_DEFAULTS.get(method, {}))
     return out
@@ -184,7 +123,7 @@ def probe_option_defaults(method: str) -> dict[str, Any]:
 
 def sampler_option_defaults(sampler: str) -> dict[str, Any]:
     """Every plain option of ``sampler`` at its default."""
-    specs = option_specs(_sampler_class(sampler))
+    specs = option_specs(sampler_class(sampler))
     return {k: d for k, (d, allowed) in specs.items() if _recordable(d, allowed)}
 
 
@@ -218,7 +157,7 @@ def merge_options(kind: str, name: str, given: Mapping[str, Any] | None, *, sour
     ``kind`` is ``"probe"`` or ``"sampler"``; ``source`` names where ``given`` came from
     for error messages (``--probe-option``, a config file, ``probe_options=``).
     """
-    cls = _probe_class(name) if kind == "probe" else _sampler_class(name)
+    cls = probe_class(name) if kind == "probe" else sampler_class(name)
     specs = option_specs(cls)
     merged = probe_option_defaults(name) if kind == "probe" else sampler_option_defaults(name)
     what = source or f"{kind} option"
@@ -228,13 +167,6 @@ def merge_options(kind: str, name: str, given: Mapping[str, Any] | None, *, sour
             raise InputError(f"{what}: {kind} {name!r} has no option {key!r}; its options: {', '.join(known) or 'none'}")
         merged[key] = check_option(what, key, value, specs[key][1])
     return merged
-
-
-def _check_with_schema(mapping: Mapping[str, Any], source: str) -> None:
-    """Value types and ranges of run settings: the one schema in :mod:`kgprobe.config_schema`."""
-    from kgprobe.config_schema import check_settings
-
-    check_settings(dict(mapping), source, known=RUN_DEFAULTS)
 
 
 def resolve_run_settings(
@@ -255,7 +187,7 @@ def resolve_run_settings(
         unknown = sorted(set(layer) - set(RUN_DEFAULTS))
         if unknown:
             raise InputError(f"{source}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(RUN_DEFAULTS))}")
-        _check_with_schema(layer, source)
+        run_spec.check_settings(dict(layer), source)
         for key, value in layer.items():
             if key in ("probe_options", "sampler_options", "model_options"):
                 if value is None:
@@ -269,32 +201,9 @@ def resolve_run_settings(
     settings["probe_options"] = merge_options("probe", settings["method"], settings["probe_options"],
                                               source=origin["probe_options"])
     sampler_given = dict(settings["sampler_options"])
-    if settings["audit_fraction"] is not None and "audit_fraction" not in sampler_given \
-            and "audit_fraction" in option_specs(_sampler_class(settings["sampler"])):
-        sampler_given["audit_fraction"] = settings["audit_fraction"]
+    if settings["design_fraction"] is not None and "audit_fraction" not in sampler_given \
+            and "audit_fraction" in option_specs(sampler_class(settings["sampler"])):
+        sampler_given["audit_fraction"] = settings["design_fraction"]
     settings["sampler_options"] = merge_options("sampler", settings["sampler"], sampler_given,
                                                 source=origin["sampler_options"])
     return settings
-
-
-def engine_config(settings: Mapping[str, Any]) -> "EngineConfig":
-    """The :class:`~kgprobe.engine.EngineConfig` of resolved settings."""
-    from kgprobe.engine import EngineConfig
-
-    return EngineConfig(
-        method=settings["method"],
-        sampler=settings["sampler"],
-        batch_size=settings["batch_size"],
-        budget=settings["budget"],
-        max_rounds=settings["max_rounds"],
-        seed=settings["seed"],
-        propagation_weight=settings["propagation_weight"],
-        convergence_window=settings["convergence_window"],
-        convergence_tolerance=settings["convergence_tolerance"],
-        stop_on_convergence=settings["stop_on_convergence"],
-        probe_options=dict(settings["probe_options"]),
-        sampler_options=dict(settings["sampler_options"]),
-        design_tilt=settings["design_tilt"],
-        prior_design=settings["prior_design"],
-        design=settings["design"],
-    )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
-from kgprobe.models.hf_backend import _cache_tensors, _make_cache
+from kgprobe.models.hf_backend import cache_tensors, make_cache
 from kgprobe.models.tokens import Encoded, common_prefix_len, encode_score_request
 
 
@@ -230,7 +230,7 @@ class BaselineScorer(LanguageModel):
             positions = torch.arange(prefix_len, device=self.device)[None]
             hidden, cache = self._hidden(ids, None, positions, cache=None, use_cache=True)
             self.tokens_run += prefix_len
-            prefix_cache = _cache_tensors(cache)
+            prefix_cache = cache_tensors(cache)
             prefix_hidden = hidden[0, keep_from:prefix_len]
 
         rows = self._plan_rows(encoded, prefix_len)
@@ -257,7 +257,7 @@ class BaselineScorer(LanguageModel):
                 self.tokens_run += len(tokens)
                 self.tokens_padded += width - len(tokens)
             mask, positions = self._row_mask_and_positions(batch, prefix_len, width)
-            cache = _make_cache(prefix_cache, len(batch)) if prefix_cache is not None else None
+            cache = make_cache(prefix_cache, len(batch)) if prefix_cache is not None else None
             hidden, _ = self._hidden(
                 ids.to(self.device), mask.to(self.device), positions.to(self.device), cache=cache, use_cache=cache is not None
             )

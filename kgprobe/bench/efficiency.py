@@ -18,8 +18,11 @@ sweep's K passes, each probe answered by one of the edge's recorded answers (wit
 replacement, then with replacement — counted in ``replacement_draws``). Only the sweep's
 E edges are active (the rest of the KG stays as structure); top-k and batch scale with
 E (k = round(600·E/3,246), batch round(64·E/3,246)), so a sampled sweep is judged like
-a full one. ``default`` is the committed default-model sweep; any sweep file works. The
-sweep must be of ``--graph`` and ``--method`` (exit 2 otherwise).
+a full one. ``default`` is the committed default-model sweep; any sweep file works: a
+sweep of an embedded KG on its own, a sweep of a KG built with ``kgprobe build`` with
+``--graph KG_FILE``. The KG is matched by the sweep's edge keys and KG content hash
+(:func:`kgprobe.simulation.replay.sweep_graph`); a KG that differs, or a sweep of
+another ``--method``, is exit 2 naming what differs.
 
 Patterns not tuned on (plain mode, ``pattern_ratios``): graph-clustered weak regions,
 independent U-shaped errors and errors set by predicate alone
@@ -42,7 +45,9 @@ import time
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("efficiency", help="KGLens §2.4 sample-efficiency study + estimator coverage")
-    parser.add_argument("--graph", default="countries", help="embedded KG name (default: countries)")
+    parser.add_argument("--graph", default=None, metavar="KG",
+                        help="an embedded KG name or a KG file (`kgprobe build`); default: countries, or with "
+                        "--truth the sweep's own KG (a built KG's sweep needs its KG file here)")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--coverage-runs", type=int, default=50)
     parser.add_argument("--epochs", type=float, default=5.0, help="query budget per configuration, in epochs")
@@ -89,13 +94,13 @@ def _best(ratios: dict) -> str:
     return min(candidates, key=candidates.get)
 
 
-def check_truth(sweep, graph: str, method: str) -> None:
-    """The sweep must be of the study's KG and probe method; InputError (exit 2) otherwise."""
+def check_truth(sweep, method: str) -> None:
+    """The sweep must be of the study's probe method; InputError (exit 2) otherwise.
+
+    Its KG is matched by :func:`kgprobe.simulation.replay.sweep_graph` (edge keys and
+    content hash)."""
     from kgprobe.errors import InputError
 
-    if sweep.kg != graph:
-        raise InputError(f"--truth: the sweep was recorded on the KG {sweep.kg!r}, but this study runs on "
-                         f"{graph!r}; pass --graph {sweep.kg} or a sweep of {graph!r}")
     if sweep.method != method:
         raise InputError(f"--truth: the sweep was recorded with the method {sweep.method!r}, but this study is "
                          f"about {method!r}; pass --method {sweep.method} or a sweep recorded with {method!r}")
@@ -104,14 +109,16 @@ def check_truth(sweep, graph: str, method: str) -> None:
 def handle_truth(args) -> int:
     """The KGLens study on a replayed real sweep (module docstring)."""
     from kgprobe.errors import InputError
-    from kgprobe.simulation.replay import run_replay_study, scaled
-    from kgprobe.sources.embedded import load_embedded_kg
+    from kgprobe.simulation.replay import run_replay_study, scaled, sweep_graph
     from kgprobe.sweep import load_sweep
 
     t0 = time.perf_counter()
     sweep = load_sweep(args.truth)
-    check_truth(sweep, args.graph, args.method)
-    kg = load_embedded_kg(args.graph)
+    check_truth(sweep, args.method)
+    try:
+        kg, sweep = sweep_graph(sweep, args.graph)
+    except InputError as exc:
+        raise InputError(f"--truth {args.truth}: {exc}") from None
     e = sweep.num_edges
     k600, k200 = scaled(600, e), scaled(200, e)
     batch = scaled(args.batch, e)
@@ -195,15 +202,15 @@ def handle(args) -> int:
             raise InputError("--seeds must be >= 1 and --epochs >= 4.5 (the reference is brute force at 4.5 epochs)")
         return handle_truth(args)
     from kgprobe.simulation.study import DEFAULT_SPECS, SamplerSpec, estimator_coverage
+    from kgprobe.api import resolve_kg
     from kgprobe.simulation.theta import theta_for_kg
-    from kgprobe.sources.embedded import load_embedded_kg
 
     if args.seeds < 1 or args.coverage_runs < 1:
         raise InputError("--seeds and --coverage-runs must be >= 1")
     if args.epochs < 4.5:
         raise InputError("--epochs must be >= 4.5: the reference is brute force at 4.5 epochs")
     t0 = time.perf_counter()
-    kg = load_embedded_kg(args.graph)
+    kg = resolve_kg(args.graph or "countries")
     seeds = range(args.seeds)
     result, pkg = _study(kg, DEFAULT_SPECS, seeds, "correlated", args)
     ratios = result.ratios(epochs=4.5, k=600)
@@ -212,7 +219,7 @@ def handle(args) -> int:
     import numpy as np
 
     bf_target = float(np.interp(result.epoch_queries(4.5), result.queries, result.mean_curve("brute-force", 600)))
-    print(f"graph {args.graph}: {result.num_active} active edges; brute-force top-600 MSE at 4.5 epochs "
+    print(f"graph {kg.name}: {result.num_active} active edges; brute-force top-600 MSE at 4.5 epochs "
           f"{bf_target:.4f}")
     for lab in ratios:
         print(f"  {lab:22s} ratio top-600 {ratios[lab]:.3f}   top-200 {ratios200[lab]:.3f}")
@@ -234,7 +241,7 @@ def handle(args) -> int:
           f"(mean width {cov['mean_width_difference']:.3f})")
     out = {
         "bench": "efficiency",
-        "graph": args.graph,
+        "graph": kg.name,
         "active_edges": result.num_active,
         "seeds": args.seeds,
         "batch": args.batch,

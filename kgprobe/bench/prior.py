@@ -41,6 +41,9 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("prior", help="leave-one-model-out accuracy of the item-response prior")
     parser.add_argument("--truth", nargs="+", default=None, metavar="SWEEP",
                         help="recorded sweeps (names or paths) on one KG; default: every committed sweep")
+    parser.add_argument("--graph", default=None, metavar="KG",
+                        help="the KG the sweeps were recorded on: a KG file (`kgprobe build`) or an embedded KG "
+                        "name; default: the sweeps' own KG, which must be embedded")
     parser.add_argument("--runs", type=int, default=200, help="seeded replays per held-out model")
     parser.add_argument("--budget", type=int, default=256)
     parser.add_argument("--batch", type=int, default=None, help="edges per round (default: the run default)")
@@ -118,11 +121,12 @@ def _pooled(rows: list[dict]) -> dict:
 
 
 def handle(args) -> int:
-    from kgprobe.commands.run import DEFAULTS
+    from kgprobe.settings import RUN_DEFAULTS as DEFAULTS
     from kgprobe.errors import InputError
-    from kgprobe.prior import fit_prior, sweep_answers
+    from kgprobe.prior import fit_prior
+    from kgprobe.prior_sources import sweep_answers
     from kgprobe.simulation.coverage import replay_coverage
-    from kgprobe.sources.embedded import load_embedded_kg
+    from kgprobe.simulation.replay import sweep_graph, sweep_on_kg
     from kgprobe.sweep import load_sweep, packaged_sweeps
 
     if args.runs < 1 or args.budget < 1:
@@ -133,11 +137,22 @@ def handle(args) -> int:
         raise InputError(f"leave-one-model-out needs at least two sweeps on one KG, got {len(names)}")
     sweeps = [load_sweep(n) for n in names]
     kgs = {s.kg for s in sweeps}
-    if len(kgs) != 1:
+    if len(kgs) != 1 and args.graph is None:
         raise InputError(f"the sweeps must share one KG, got {', '.join(sorted(kgs))}")
-    kg = load_embedded_kg(sweeps[0].kg)
+    try:
+        kg, first = sweep_graph(sweeps[0], args.graph)
+    except InputError as exc:
+        raise InputError(f"--truth {names[0]}: {exc}") from None
+    # every sweep on the one KG, by its edge keys: the prior and the replays index the KG's edges
+    on_kg = [first]
+    for name, sw in zip(names[1:], sweeps[1:]):
+        try:
+            on_kg.append(sweep_on_kg(kg, sw))
+        except InputError as exc:
+            raise InputError(f"--truth {name}: {exc}") from None
+    sweeps = on_kg
     sampler = args.sampler or DEFAULTS["sampler"]
-    fraction = DEFAULTS["audit_fraction"] if args.audit_fraction is None else args.audit_fraction
+    fraction = DEFAULTS["design_fraction"] if args.audit_fraction is None else args.audit_fraction
     batch = args.batch or DEFAULTS["batch_size"]
     design = DEFAULTS["prior_design"] if args.prior_design is None else args.prior_design
     common = dict(sampler=sampler, audit_fraction=fraction, budget=args.budget, batch=batch, runs=args.runs,

@@ -169,7 +169,7 @@ def _output_layer_floor(model, positions: int, calls: int, facts: int, repeats: 
             model._position_stats(hidden[:n], (none, none))
 
     if model._vocab_sliced:
-        step = hf_backend._SLICE
+        step = hf_backend.SLICE
         buf = torch.empty((chunk, step), dtype=weight.dtype)
 
         def gemm():
@@ -255,7 +255,7 @@ def handle(args) -> int:
     if args.threads < 1 or args.facts < 1 or args.options < 2 or args.examples < 0 or args.baseline_facts < 1:
         raise InputError("--threads and --facts must be >= 1, --options >= 2, --examples >= 0, --baseline-facts >= 1.")
     os.environ.setdefault("RAYON_NUM_THREADS", str(args.threads))  # the tokenizers' thread pool
-    from kgprobe.commands.run import prepare_process_for_models
+    from kgprobe.commands.common import prepare_process_for_models
 
     prepare_process_for_models()
     import torch

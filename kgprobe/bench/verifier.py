@@ -4,8 +4,10 @@ Runs kgprobe's verifier on every item of the labelled set
 (``kgprobe/probes/data/labelled_answers.jsonl``) and, as the baseline in the same run,
 the same string rules with the gold names only (no KG candidates or other names). Prints the
 disagreements, then a JSON object as the last line: ``items``, ``agreement`` (with a
-Wilson 95 % interval), the baseline's agreement, agreement per class, and how the
-wh-answers judged right split into right-and-complete and right-with-wrong-extras.
+Wilson 95 % interval), the baseline's agreement, agreement per class, how the
+wh-answers judged right split into right-and-complete and right-with-wrong-extras, and
+(``named_agreement``) on the items that record which entities a person read in the
+answer, how often the verifier names the same ones.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
 
 
 def handle(args) -> int:
-    from kgprobe.probes.labelled import item_class, load_items, verifier_says, wh_match
+    from kgprobe.probes.labelled import item_class, load_items, named_agrees, verifier_says, wh_match
 
     items = load_items()
     agree = defaultdict(int)
@@ -40,7 +42,12 @@ def handle(args) -> int:
     baseline_agree = 0
     misses = []
     complete = extras = incomplete = 0
+    named_total = named_same = 0
     for item in items:
+        same = named_agrees(item)
+        if same is not None:
+            named_total += 1
+            named_same += same
         cls = item_class(item)
         says = verifier_says(item)
         total[cls] += 1
@@ -74,6 +81,12 @@ def handle(args) -> int:
         "misses": [m[0] for m in misses],
         "per_class": {c: {"items": total[c], "agreement": round(agree[c] / total[c], 4)} for c in sorted(total)},
         "wh_right": {"complete": complete, "with_wrong_extras": extras, "incomplete_no_extras": incomplete},
+        "named_agreement": {
+            "items": named_total,
+            "agreement": round(named_same / named_total, 4) if named_total else None,
+            "what": "wh-items with the entities a person read in the answer: the verifier names the same "
+                    "true objects and candidates",
+        },
     }
     print(json.dumps(result))
     return 0

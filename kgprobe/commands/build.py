@@ -62,11 +62,11 @@ def handle(args) -> int:
         raise InputError("kgprobe build needs --seed-entities (QIDs such as Q142 or labels such as France)")
     from kgprobe.kg.build import build_kg, open_source
     from kgprobe.kg.formats import save_kg
-    from kgprobe.commands.run import _short_warnings
+    from kgprobe.commands.common import short_warnings
     from kgprobe.errors import InputError
     from kgprobe.sources.sparql import SparqlClient
 
-    _short_warnings()
+    short_warnings()
 
     if args.source.startswith(("http://", "https://")):
         for name in ("max_rows", "max_mb", "max_response_mb"):

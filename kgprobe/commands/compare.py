@@ -166,11 +166,11 @@ def _print_context(out, names, protocols) -> None:
 
     from rich.table import Table
 
-    from kgprobe.protocol import CONTEXT_FIELDS, _get
+    from kgprobe.protocol import CONTEXT_FIELDS, field_at
 
     rows = []
     for field in CONTEXT_FIELDS:
-        values = [_get(p, field) for p in protocols]
+        values = [field_at(p, field) for p in protocols]
         if len({json.dumps(v, sort_keys=True, default=str) for v in values}) > 1:
             rows.append((field, values))
     if not rows:

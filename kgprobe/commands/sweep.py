@@ -33,27 +33,10 @@ import shlex
 import sys
 from pathlib import Path
 
+from kgprobe.commands.options import add_setting_arguments
 from kgprobe.errors import InputError
 
-#: Options of ``kgprobe run`` that make no sense for a sweep (it always uses the
-#: brute-force sampler without propagation, a fixed number of passes and no report).
-_RUN_ONLY = {
-    "sampler", "sampler_option", "audit_fraction", "budget", "max_rounds", "propagation_weight",
-    "convergence_window", "convergence_tolerance", "stop_on_convergence", "report", "config",
-    "endpoint", "seeds", "hops", "help",
-}
-
 DEFAULT_OUT = "runs"
-
-
-def _run_actions():
-    """The argument definitions of ``kgprobe run`` (model, backend, probe, output options)."""
-    from kgprobe.commands import run as run_command
-
-    holder = argparse.ArgumentParser(add_help=False)
-    run_command.register(holder.add_subparsers())
-    run_parser = holder._subparsers._group_actions[0].choices["run"]
-    return [a for a in run_parser._actions if a.dest not in _RUN_ONLY]
 
 
 def register(subparsers) -> None:
@@ -76,10 +59,9 @@ def register(subparsers) -> None:
     p.add_argument("--export-now", action="store_true",
                    help="probe nothing: export the passes completed so far (fewer than --passes when the sweep is "
                    "unfinished; the file says so) — works while the sweep runs in another process")
-    # The model, backend and probe options are run's own definitions (so backend options
-    # such as a device choice added to `run` apply here too).
-    for action in _run_actions():
-        p._add_action(action)
+    # The run settings a sweep takes (model, backend, probe, output); it always uses the
+    # brute-force sampler without propagation, a fixed number of passes and no report.
+    add_setting_arguments(p, "sweep")
     p.set_defaults(func=handle)
 
 
@@ -146,17 +128,18 @@ def handle(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from kgprobe.api import _check_names, _open_new_store, check_model, resume
-    from kgprobe.commands.run import (
-        _check_out_dir, _short_warnings, load_model_setting, play, prepare_process_for_models, resolve_kg_setting,
-        settings_from_args,
+    from kgprobe.api import resume
+    from kgprobe.commands.common import (
+        check_out_dir, load_model_setting, play, prepare_process_for_models, resolve_kg_setting, settings_from_args,
+        short_warnings,
     )
     from kgprobe.engine import EngineConfig
+    from kgprobe.start import check_model, check_run, start_run
     from kgprobe.store import RunStore, kg_fingerprint
     from kgprobe.sweep import extension_edges, load_sweep, stratified_edges
 
     prepare_process_for_models()
-    _short_warnings()
+    short_warnings()
     # The sweep's own options are not run settings: resolve the shared ones as `run` does.
     own = {k: vars(args).pop(k) for k in SWEEP_OPTIONS if k in vars(args)}
     settings = settings_from_args(args)
@@ -201,11 +184,10 @@ def handle(args: argparse.Namespace) -> int:
         propagation_weight=0.0, stop_on_convergence=False, probe_options=dict(settings["probe_options"]),
         sampler_options={},
     )
-    config.validate(sweep_kg)
-    _check_names(config)
+    check_run(sweep_kg, config)
     identity = _sweep_settings(settings, kg.name, edges)
     out = Path(settings["out"])
-    _check_out_dir(out)
+    check_out_dir(out)
     path = _run_path(out, kg.name, identity, edges.size, n is None and not settings.get("edges_from"))
     made_by = _command_line(settings, n)
     if settings.get("export_now"):
@@ -222,22 +204,14 @@ def handle(args: argparse.Namespace) -> int:
             raise InputError(f"{path} holds another sweep (different settings); choose another --out")
         print(f"kgprobe: continuing the sweep in {path}", file=sys.stderr)
         run = resume(path, model, lazy=True)
-        store, engine = run.store, run.engine
     else:
-        store = _open_new_store(path, sweep_kg, config, model, settings["model"])
-        store.set_meta("sweep", json.dumps(identity, sort_keys=True))
-        store.set_meta("sweep_kg_fingerprint", kg_fingerprint(kg))
-        store.set_meta("sweep_made_by", made_by)
-        if settings["model_options"]:
-            store.set_meta("model_options", json.dumps(settings["model_options"], sort_keys=True))
-        from kgprobe.engine import Engine
-
-        try:
-            engine = Engine.from_config(sweep_kg, model, config, store)
-        except BaseException:
-            store.close()
-            raise
-    code = play(engine, store, {"quiet": settings.get("quiet", False), "plain": settings.get("plain", False),
+        run = start_run(sweep_kg, config, model, spec=settings["model"], store=path,
+                        model_options=settings["model_options"], device=settings["device"], meta={
+                            "sweep": json.dumps(identity, sort_keys=True),
+                            "sweep_kg_fingerprint": kg_fingerprint(kg),
+                            "sweep_made_by": made_by,
+                        })
+    code = play(run, {"quiet": settings.get("quiet", False), "plain": settings.get("plain", False),
                                 "report": False})
     if code != 0:
         return code

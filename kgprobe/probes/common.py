@@ -85,15 +85,6 @@ def gold_names(kg: KnowledgeGraph, subject: str, predicate: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def subject_alias(entity: Entity, rng: np.random.Generator) -> str | None:
-    """One alias that differs from the display name, drawn from ``rng``, or None."""
-    shown = display_name(entity)
-    others = [a for a in entity.aliases if a.strip() and a.strip() != shown]
-    if not others:
-        return None
-    return others[int(rng.integers(len(others)))]
-
-
 def negative_pool(kg: KnowledgeGraph, subject: str, predicate: str) -> list[tuple[str, str]]:
     """(entity id, name) of C − T: candidate objects that are not true objects of (s, p).
 

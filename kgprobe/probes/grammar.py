@@ -243,7 +243,7 @@ def object_kind(kg: KnowledgeGraph, predicate: str) -> str:
     quantity), their entity groups (human → person; country, city… → place), the words of
     the predicate's label and aliases, then of its description.
     """
-    from kgprobe.probes.verify import _canonical_dates, _is_number_like
+    from kgprobe.probes.verify import canonical_dates, is_number_like
 
     objects = [kg.entity(kg.entity_id(int(o))) for o in kg.objects[kg.edges_of_predicate(predicate)]]
     objects = list({e.id: e for e in objects}.values())
@@ -251,8 +251,8 @@ def object_kind(kg: KnowledgeGraph, predicate: str) -> str:
     label = clean_label(pred.label) if pred else predicate
     if objects:
         n = len(objects)
-        dates = sum(bool(_canonical_dates(e.label)) for e in objects)
-        numbers = sum(_is_number_like(e.label) for e in objects)
+        dates = sum(bool(canonical_dates(e.label)) for e in objects)
+        numbers = sum(is_number_like(e.label) for e in objects)
         if dates > n / 2:
             return "date"
         if numbers > n / 2:

@@ -7,9 +7,10 @@
   it wrong). ``YesNoLogprobProbe`` instead compares the log-probabilities of " Yes" and
   " No" after the same prompt (a tie is wrong).
 * Wh: asks for the object when out-degree(s, p) < 10 (otherwise the edge gets a yes/no
-  question, as in KGLens); verified against the KG's true objects, candidates and names
-  (:func:`kgprobe.probes.candidates.verify_wh`), optionally with an LLM judge when no
-  name matches.
+  question, as in KGLens); verified against the KG's true objects, candidates, names and
+  demonyms in the run's language (``lang``; default the KG's)
+  (:func:`kgprobe.probes.candidates.verify_wh`); an answer that repeats the few-shot
+  demonstration is wrong; optionally an LLM judge when no name matches.
 * EASY = yes/no only; HARD = wh or yes/no with probability ½ each.
 * The subject's alias goes into the question: "X (also known as Y)".
 
@@ -63,6 +64,9 @@ WH_DEMOS = (
     ("What is the birth place of Jorund?", "Gamla Uppsala."),
     ("Who is the father of Yellow Emperor?", "Shaodian."),
 )
+#: The subjects and answers of ``WH_DEMOS``: a wh-answer that names one of them (and the
+#: question does not) repeats a demonstration, and is never counted as an answer.
+WH_DEMO_NAMES = ("Jorund", "Gamla Uppsala", "Yellow Emperor", "Shaodian")
 
 
 def answer_prompt(question: str, *, wh: bool) -> str:
@@ -261,6 +265,7 @@ class KGLensProbe(Probe):
         use_alias: bool = True,
         max_tokens_yes_no: int = 24,
         max_tokens_wh: int = 32,
+        lang: str | None = None,
     ):
         if mode not in self.MODES:
             raise InputError(f"unknown KGLens mode {mode!r}; choose one of {', '.join(self.MODES)}")
@@ -272,6 +277,8 @@ class KGLensProbe(Probe):
         self.use_alias = use_alias
         self.max_tokens_yes_no = max_tokens_yes_no
         self.max_tokens_wh = max_tokens_wh
+        # The language answers are read in; None: the KG's ``lang`` (see ``run_language``).
+        self.lang = lang
 
     def _wh_allowed(self, kg: KnowledgeGraph, edge: int) -> bool:
         t = kg.triple(edge)
@@ -408,7 +415,7 @@ class KGLensProbe(Probe):
             )
             return Verdict(said is not None and said == q["expected"], response,
                            {"type": "yes_no", "parsed": said, **detail})
-        result = verify_wh(kg, task.edge, response)
+        result = verify_wh(kg, task.edge, response, lang=self.lang, demo_names=WH_DEMO_NAMES)
         correct, judged = result.correct, None
         if self.judge is not None and not result.correct and result.reason == "no-match":
             judged = self.judge.judge(q["question"], q["gold"], response)

@@ -14,8 +14,14 @@ the verifier needs. Three kinds of item:
   ``true_objects`` (T, names per entity), ``candidates`` (C − T) and ``others`` (other
   entities whose names may contain a gold name).
 
+* real answers of the default model on a KG written by ``kgprobe build``
+  (``"class": "built-kg"``, ``data/labelled_built_kg.jsonl`` on ``data/built_geo*.jsonl.gz``;
+  how they were made and labelled: ``data/README.md``), each with the entities the person
+  read in the answer (``named``).
+
 ``verifier_says(item)`` gives kgprobe's verdict; ``item_class(item)`` the class the
-verifier benchmark reports agreement for.
+verifier benchmark reports agreement for; ``named_agrees(item)`` whether the verifier
+names the entities the person read.
 """
 
 from __future__ import annotations
@@ -25,22 +31,30 @@ from functools import lru_cache
 from importlib import resources
 
 from kgprobe.kg.graph import KnowledgeGraph
+from kgprobe.probes.kglens import WH_DEMO_NAMES
 from kgprobe.probes.verify import Match, NameIndex, match_answer, parse_yes_no
 
-DATA = "data/labelled_answers.jsonl"
+DATA = ("data/labelled_answers.jsonl", "data/labelled_built_kg.jsonl")
 
 
 def load_items() -> list[dict]:
-    text = resources.files("kgprobe.probes").joinpath(DATA).read_text(encoding="utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    items = []
+    for name in DATA:
+        text = resources.files("kgprobe.probes").joinpath(name).read_text(encoding="utf-8")
+        items += [json.loads(line) for line in text.splitlines() if line.strip()]
+    return items
 
 
 @lru_cache(maxsize=4)
 def data_kg(name: str) -> KnowledgeGraph:
-    """A KG shipped in ``kgprobe/probes/data`` (``famous_facts`` = ``famous_facts.tsv``)."""
+    """A KG shipped in ``kgprobe/probes/data``: ``famous_facts`` = ``famous_facts.tsv``,
+    ``built_geo`` = ``built_geo.jsonl.gz`` (written by ``kgprobe build``), likewise ``built_geo_b``."""
     from kgprobe.kg.formats import load_kg
 
-    with resources.as_file(resources.files("kgprobe.probes").joinpath(f"data/{name}.tsv")) as path:
+    folder = resources.files("kgprobe.probes").joinpath("data")
+    file = next(f"{name}{ext}" for ext in (".tsv", ".jsonl.gz", ".jsonl")
+                if folder.joinpath(f"{name}{ext}").is_file() or ext == ".jsonl")
+    with resources.as_file(folder.joinpath(file)) as path:
         return load_kg(path)
 
 
@@ -57,7 +71,7 @@ def wh_match(item: dict, *, use_kg: bool = True) -> Match:
     if "kg" in item:
         from kgprobe.probes.candidates import verify_wh
 
-        return verify_wh(data_kg(item["kg"]), int(item["edge"]), item["response"])
+        return verify_wh(data_kg(item["kg"]), int(item["edge"]), item["response"], demo_names=WH_DEMO_NAMES)
     if "true_objects" in item:
         groups = [(f"t{i}", names) for i, names in enumerate(item["true_objects"])]
         groups += [(f"c{i}", names) for i, names in enumerate(item.get("candidates", []))]
@@ -66,9 +80,9 @@ def wh_match(item: dict, *, use_kg: bool = True) -> Match:
         cands = true + [f"c{i}" for i in range(len(item.get("candidates", [])))]
         return match_answer(
             item["response"], item["gold"], echoed=item["subject_names"], index=NameIndex(groups),
-            true_keys=true, candidate_keys=cands, single_valued=len(true) == 1,
+            true_keys=true, candidate_keys=cands, single_valued=len(true) == 1, demo_names=WH_DEMO_NAMES,
         )
-    return match_answer(item["response"], item["gold"], echoed=item["subject_names"])
+    return match_answer(item["response"], item["gold"], echoed=item["subject_names"], demo_names=WH_DEMO_NAMES)
 
 
 def verifier_says(item: dict, *, use_kg: bool = True) -> bool:
@@ -77,3 +91,17 @@ def verifier_says(item: dict, *, use_kg: bool = True) -> bool:
         return wh_match(item, use_kg=use_kg).correct
     said = parse_yes_no(item["response"], subject_names=item["subject_names"], object_names=item["object_names"])
     return said is not None and said == item["expected"]
+
+
+def named_agrees(item: dict) -> bool | None:
+    """For a wh-item on a shipped KG with a hand-recorded ``named`` list: does the verifier
+    name the same true objects and candidates the person read in the answer? Names outside
+    T and C (a country that is no candidate of the predicate) are not compared, since the
+    verifier only reports T and C. None for items without ``named``."""
+    if item["type"] != "wh" or "named" not in item or "kg" not in item:
+        return None
+    kg = data_kg(item["kg"])
+    t = kg.triple(int(item["edge"]))
+    known = set(kg.true_objects(t.subject, t.predicate)) | set(kg.candidate_objects(t.predicate))
+    m = wh_match(item)
+    return set(m.named_true) | set(m.named_wrong) == set(item["named"]) & known

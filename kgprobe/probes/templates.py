@@ -50,10 +50,6 @@ def has_templates(predicate: str) -> bool:
     return predicate in _table()
 
 
-def known_predicates() -> list[str]:
-    return sorted(_table())
-
-
 def templates_for(kg: KnowledgeGraph, predicate: str) -> PredicateTemplates:
     """The templates of a predicate: hand-written ones, or ones the grammar builds."""
     entry = _table().get(predicate)

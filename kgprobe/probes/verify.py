@@ -20,6 +20,10 @@ Two questions are answered here:
   (:class:`NameIndex`, ``true_keys``, ``candidate_keys``; see
   :mod:`kgprobe.probes.candidates`), naming a candidate outside the true objects is
   wrong for a single-valued fact and a recorded precision error for a multi-valued one.
+  Names are read in the run's language: a name that is also a common word ("Island",
+  "Turkey") only as a proper noun, a true object's demonym where it locates the subject
+  ("a Brazilian city"), and an answer that repeats the prompt's demonstration is wrong
+  (rules 7-9 of :func:`match_answer`; ``docs/verifier.md``).
 
 Decisions where the papers are silent are documented at each function. The labelled
 set ``kgprobe/probes/data/labelled_answers.jsonl`` is the test of these rules.
@@ -30,7 +34,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
+
+from kgprobe.probes.lexicon import COPULAS, PLACE_NOUNS, base_language, common_words, reads_as_proper_noun
 
 _ARTICLES = {"a", "an", "the"}
 
@@ -174,7 +180,7 @@ def _canonical_utc(text: str) -> str:
 # -- dates and numbers -------------------------------------------------------------------
 
 
-def _canonical_dates(text: str) -> set[str]:
+def canonical_dates(text: str) -> set[str]:
     """Every calendar date written in ``text``, as ``YYYY-MM-DD`` (or ``YYYY`` alone)."""
     t = strip_diacritics(text).casefold()
     found: set[str] = set()
@@ -226,10 +232,10 @@ def _canonical_numbers(text: str) -> set[float]:
 
 
 def _is_date_like(name: str) -> bool:
-    return bool(_canonical_dates(name))
+    return bool(canonical_dates(name))
 
 
-def _is_number_like(name: str) -> bool:
+def is_number_like(name: str) -> bool:
     return bool(re.fullmatch(r"\s*[+-]?[\d,.\u202f\u00a0 ]+(?:\s*(thousand|million|billion|trillion))?\s*", name.casefold()))
 
 
@@ -336,7 +342,7 @@ class Match:
     correct: bool
     reason: str
     """"match", "match-with-extras", "wrong-candidate", "wrong-extra", "no-match", "refusal",
-    "negated", "disjunctive-guess" or "empty"."""
+    "negated", "disjunctive-guess", "demo-echo" or "empty"."""
     matched: str = ""
     """The gold name that was found, when one was."""
     named_true: tuple[str, ...] = ()
@@ -366,12 +372,16 @@ class NameIndex:
     def __init__(self, groups: Iterable[tuple[str, Iterable[str]]]):
         self.keys: dict[str, set[str]] = {}
         self.unspaced: dict[str, set[str]] = {}
+        # How each key writes a name that normalizes to a variant, and whether it is the
+        # key's first name (its label), for the common-word rule (``_Reading.names_entity``).
+        self.spellings: dict[str, dict[str, set[tuple[str, bool]]]] = {}
         self.max_words = 1
         for key, names in groups:
-            for name in names:
+            for i, name in enumerate(names):
                 for variant in name_variants(name):
                     table = self.keys if _uses_spaces(variant) else self.unspaced
                     table.setdefault(variant, set()).add(key)
+                    self.spellings.setdefault(variant, {}).setdefault(key, set()).add((name.strip(), i == 0))
                     self.max_words = max(self.max_words, variant.count(" ") + 1)
 
     def spans(self, norm: str) -> list[tuple[int, int, frozenset[str]]]:
@@ -390,18 +400,136 @@ class NameIndex:
         return out
 
 
-def _longest_mentions(norm: str, raw: str, indexes: Sequence[NameIndex]) -> list[tuple[int, int, frozenset[str]]]:
+class _Reading:
+    """How one response reads in the run's language: where its common-word names are proper nouns.
+
+    ``plain`` is the normalized response before echoed names are masked (masking keeps
+    every offset), ``raw`` the response as written.
+    """
+
+    def __init__(self, plain: str, raw: str, lang: str):
+        self.plain = plain
+        self.raw = strip_diacritics(raw)
+        self.lang = base_language(lang)
+        self.words = common_words(self.lang)
+        self.bare = _strip_leading(normalize(raw))
+        self._occurrences: dict[str, tuple[list[tuple[int, int]], list[int]]] = {}
+
+    def is_common(self, text: str) -> bool:
+        return bool(self.words) and all(w in self.words for w in text.split())
+
+    def names_entity(self, start: int, text: str, spellings: Iterable[tuple[str, bool]]) -> bool:
+        """Does the common-word mention ``text`` at ``plain[start:]`` name an entity that the KG
+        writes as ``spellings`` ((name, is the entity's label) pairs)?
+
+        * A name that starts with a sign (".is", a top-level domain) names it only where
+          the answer writes the sign: the verb "is" is not Iceland's domain.
+        * A name that must be read as a proper noun (:meth:`needs_proper_noun`) names it
+          only where the answer writes a proper noun there.
+        * Any other name matches as written: the KG's own common noun ("island", as
+          Wikidata writes the class) and a label that is the common word itself ("Euro":
+          "the euro" is the currency).
+        """
+        for name, is_label in spellings:
+            sign = re.match(r"[^\w\s]+", name)
+            if sign:
+                if any(self.raw[:at].endswith(sign.group(0)) for at, _ in self._raw_offsets(start, text)):
+                    return True
+            elif not self.needs_proper_noun(name, is_label) or self.proper_noun_at(start, text):
+                return True
+        return False
+
+    def needs_proper_noun(self, name: str, is_label: bool) -> bool:
+        """A capitalized common-word name is read as the entity only where written as a proper
+        noun when it is an alias (Iceland's "Island": another name than the entity's own) or
+        when the word list knows every word of it as a proper noun too (the label "Turkey":
+        turkey the bird is another thing). A label the list knows only as a common word
+        ("Euro", "Yen") is that word."""
+        if not name[:1].isupper():
+            return False
+        if not is_label:
+            return True
+        words = self.words or {}
+        return all(words.get(w, False) for w in normalize(name).split())
+
+    def _raw_offsets(self, start: int, text: str) -> list[tuple[int, int]]:
+        """Where (start, end) the mention ``text`` at ``plain[start:]`` is written in the raw text.
+
+        The k-th mention in the normalized text is the k-th occurrence in the raw text;
+        when the two do not line up (a name written "St." for "Saint") every occurrence
+        is returned, and none when the name is not found in the raw text at all.
+        """
+        if text not in self._occurrences:
+            self._occurrences[text] = (_raw_occurrences(self.raw, text), _find_all(self.plain, text))
+        in_raw, in_norm = self._occurrences[text]
+        if len(in_raw) == len(in_norm) and start in in_norm:
+            return [in_raw[in_norm.index(start)]]
+        return in_raw
+
+    def proper_noun_at(self, start: int, text: str) -> bool:
+        """Does the mention ``text`` at ``plain[start:]`` read as a proper noun in the response?
+
+        A response that is nothing but the name ("turkey.") names it whatever its case; a
+        name not found in the raw text keeps the old reading.
+        """
+        if self.bare == text:
+            return True
+        offsets = self._raw_offsets(start, text)
+        return not offsets or any(reads_as_proper_noun(self.raw, at, self.lang, end) for at, end in offsets)
+
+    def demonym_locates(self, start: int, end: int) -> bool:
+        """A demonym names its place when it qualifies a place noun ("a Brazilian city", "a
+        Japanese fishing village") or is said of the subject ("Yugawara is Japanese.")."""
+        places = PLACE_NOUNS.get(self.lang)
+        if not places:
+            return False
+        after = self.plain[end:].split()
+        if any(w in places for w in after[: after.index("|") if "|" in after else None][:2]):
+            return True
+        before = self.plain[:start].split()
+        copulas = COPULAS.get(self.lang, frozenset())
+        return bool(before) and before[-1] in copulas and (not after or after[0] == "|")
+
+
+def _raw_occurrences(folded: str, variant: str) -> list[tuple[int, int]]:
+    """(start, end) in the raw text (diacritics stripped) where a normalized name is written."""
+    gap = r"[\W_]+(?:(?:a|an|the)[\W_]+)?"
+    pattern = r"(?<![^\W_])" + gap.join(re.escape(w) for w in variant.split()) + r"(?![^\W_])"
+    return [m.span() for m in re.finditer(pattern, folded, flags=re.IGNORECASE)]
+
+
+def _longest_mentions(
+    norm: str,
+    raw: str,
+    indexes: Sequence[NameIndex],
+    *,
+    reading: _Reading | None = None,
+    demonyms: NameIndex | None = None,
+) -> list[tuple[int, int, frozenset[str]]]:
     """Non-overlapping mentions, longest first: "South Africa" claims its words before "Africa".
 
     A mention right after a capitalised qualifier in the response ("South", "New", …) is
     part of a longer name the index does not know ("New Mexico" is not "Mexico"): it
-    claims its words for no entity.
+    claims its words for no entity. With a ``reading``, a name that is also a common word
+    of the language names its entities only where it reads as a proper noun ("a Japanese
+    island" does not name Iceland, alias "Island"), and a demonym (``demonyms``) only
+    where it locates something.
     """
     qualified = {(normalize(q), normalize(w)) for q, w in _QUALIFIED_RE.findall(raw)}
     merged: dict[tuple[int, int], frozenset[str]] = {}
     for index in indexes:
         for start, end, keys in index.spans(norm):
+            text = norm[start:end]
+            if reading is not None and reading.is_common(text):
+                spellings = index.spellings.get(text, {})
+                keys = frozenset(k for k in keys if reading.names_entity(start, text, spellings.get(k, ())))
+                if not keys:
+                    continue
             merged[(start, end)] = merged.get((start, end), frozenset()) | keys
+    if demonyms is not None and reading is not None:
+        for start, end, keys in demonyms.spans(norm):
+            if reading.demonym_locates(start, end):
+                merged[(start, end)] = merged.get((start, end), frozenset()) | keys
     taken = [False] * len(norm)
     chosen = []
     for (start, end), keys in sorted(merged.items(), key=lambda h: (h[0][0] - h[0][1], h[0][0])):
@@ -430,6 +558,9 @@ def match_answer(
     true_keys: Iterable[str] = (),
     candidate_keys: Iterable[str] = (),
     single_valued: bool | None = None,
+    lang: str = "en",
+    demonyms: Mapping[str, Iterable[str]] | None = None,
+    demo_names: Iterable[str] = (),
 ) -> Match:
     """Does ``response`` name one of ``gold_names`` (true objects and all their aliases)?
 
@@ -457,6 +588,26 @@ def match_answer(
 
     ``echoed`` names text the question itself contained (the subject and its aliases);
     repeating it does not count as naming anything.
+
+    Reading names the way a person does (``lang``, the run's language):
+
+    7. A name that is also a common word of the language and is an alias ("Island", an
+       alias of Iceland) or a label the word list also knows as a proper noun ("Turkey",
+       "Chile") names its entity only where it is written as a proper noun: capitalized,
+       standing alone (not joined to another capitalized word: "Hokkaido Island"), in a
+       response that writes other words in lower case, and not merely capitalized because
+       it starts a sentence (unless the word list knows it as a proper noun: "China is
+       …"). A response that is only the name counts whatever its case. A label that is
+       only a common word ("Euro") and a name the KG writes in lower case match as
+       before; a name starting with a sign (".is") only where the sign is written.
+       Languages without a word list (:data:`kgprobe.probes.lexicon.LEXICON_LANGUAGES`)
+       skip this rule.
+    8. ``demonyms`` (key of a true object -> its demonyms, e.g. "Brazilian") count as
+       naming that true object where they locate something: before a place noun ("a
+       Brazilian city") or said of the subject ("… is Japanese.").
+    9. A response that names a person or place of the prompt's few-shot demonstrations
+       (``demo_names``) that is neither a gold name nor in the question repeats the
+       demonstration instead of answering: wrong (reason "demo-echo").
     """
     golds = [g for g in dict.fromkeys(gold_names) if g and g.strip()]
     raw = response.strip()
@@ -464,20 +615,20 @@ def match_answer(
         return Match(False, "empty")
     # Sentences stay apart ("|"), so a negation in one ("I'm not sure.") does not reach
     # a name in the next ("Maybe Canberra?").
-    norm = " | ".join(n for n in (normalize(x) for x in _SENTENCE_BREAK.split(raw)) if n)
+    plain = " | ".join(n for n in (normalize(x) for x in _SENTENCE_BREAK.split(raw)) if n)
     echoed = list(echoed)
     gold_variants = {v for g in golds for v in name_variants(g)}
-    if echoed:
-        norm = _mask_echo(norm, echoed, gold_variants)
-    for gold in golds:
+    norm = _mask_echo(plain, echoed, gold_variants) if echoed else plain
+    repeats_demo = _repeats_demo(plain, demo_names, gold_variants | {v for n in echoed for v in name_variants(n)})
+    for gold in golds if not repeats_demo else ():
         if _is_date_like(gold):
-            gold_dates = _canonical_dates(gold)
-            response_dates = _canonical_dates(raw)
+            gold_dates = canonical_dates(gold)
+            response_dates = canonical_dates(raw)
             years = {d for d in gold_dates if len(d) == 4}
             if gold_dates & response_dates or any(y in _year_words(raw) for y in years):
                 return Match(True, "match", gold)
             # a year-only gold ("1990") falls through to the number rule below
-        if _is_number_like(gold):
+        if is_number_like(gold):
             gold_values = _canonical_numbers(gold)
             response_values = _canonical_numbers(raw)
             if any(abs(g - r) <= 1e-9 * max(1.0, abs(g)) for g in gold_values for r in response_values):
@@ -490,7 +641,9 @@ def match_answer(
     named_wrong: dict[str, str] = {}
     negated = ""
     first_gold = ""
-    for start, end, keys in _longest_mentions(norm, raw, indexes):
+    demonym_index = NameIndex((k, names) for k, names in demonyms.items()) if demonyms else None
+    mentions = _longest_mentions(norm, raw, indexes, reading=_Reading(plain, raw, lang), demonyms=demonym_index)
+    for start, end, keys in mentions:
         text = norm[start:end]
         is_true, is_wrong = bool(keys & true_set), bool(keys & wrong_set)
         if not (is_true or is_wrong):
@@ -510,6 +663,9 @@ def match_answer(
     complete = None
     if named_true:
         complete = entities <= real_true if entities else True
+    if repeats_demo:
+        # What it names is recorded; the verdict is wrong whatever it is.
+        return Match(False, "demo-echo", first_gold, tuple(sorted(real_true)), tuple(named_wrong), complete)
     if named_true:
         alternatives = _split_alternatives(raw)
         if len(alternatives) >= 2:
@@ -529,6 +685,15 @@ def match_answer(
     if is_refusal(raw):
         return Match(False, "refusal")
     return Match(False, "no-match")
+
+
+def _repeats_demo(plain: str, demo_names: Iterable[str], allowed: set[str]) -> bool:
+    """Does the normalized response name a demonstration's name that the question does not?"""
+    for name in demo_names:
+        for variant in name_variants(name) - allowed:
+            if _find_all(plain, variant):
+                return True
+    return False
 
 
 # -- yes / no -----------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def _neg_log_marginal(params, z, lg, f, s) -> float:
     return -float(np.sum(np.logaddexp(np.logaddexp(log0, log1), logm)))
 
 
-def _posterior_mean(params, z, lg, f, s) -> np.ndarray:
+def posterior_mean(params, z, lg, f, s) -> np.ndarray:
     log0, log1, logm, a, b = _component_logs(params, z, lg, f, s)
     top = np.maximum(np.maximum(log0, log1), logm)
     w0, w1, wm = np.exp(log0 - top), np.exp(log1 - top), np.exp(logm - top)
@@ -160,7 +160,7 @@ class EvidencePosterior:
     def estimate(self, pkg) -> np.ndarray:
         """Posterior mean error of every edge."""
         z, lg = source_offsets(pkg)
-        return _posterior_mean(self.params, z, lg, pkg.failures.astype(np.float64),
+        return posterior_mean(self.params, z, lg, pkg.failures.astype(np.float64),
                                pkg.successes.astype(np.float64))
 
     def prior_mean(self, pkg) -> np.ndarray:
@@ -187,9 +187,9 @@ class EvidencePosterior:
         u = rng.random(edges.size) * total
         theta = rng.beta(a + f, b + s)
         theta = np.where(u < w0, 0.0, np.where(u < w0 + w1, 1.0, theta))
-        p = _posterior_mean(self.params, z, lg, f, s)
-        m_wrong = _posterior_mean(self.params, z, lg, f + 1, s)
-        m_right = _posterior_mean(self.params, z, lg, f, s + 1)
+        p = posterior_mean(self.params, z, lg, f, s)
+        m_wrong = posterior_mean(self.params, z, lg, f + 1, s)
+        m_right = posterior_mean(self.params, z, lg, f, s + 1)
         return theta, p * (1 - p) * (m_wrong - m_right) ** 2
 
     def state_dict(self) -> dict:

@@ -249,10 +249,10 @@ class ThompsonSampler(DesignShareSampler):
 
     def _means(self, pkg, edges: np.ndarray, f: np.ndarray, s: np.ndarray) -> np.ndarray:
         """(2 × edges) posterior means: evidence, grid, for the counts (f, s)."""
-        from kgprobe.sampling.evidence import _posterior_mean, source_offsets
+        from kgprobe.sampling.evidence import posterior_mean, source_offsets
 
         z, lg = source_offsets(pkg)
-        return np.stack([_posterior_mean(self.posterior.params, z[:, edges], lg, f, s), self.grid.mean(f, s)])
+        return np.stack([posterior_mean(self.posterior.params, z[:, edges], lg, f, s), self.grid.mean(f, s)])
 
     def model_weights(self) -> np.ndarray:
         """(evidence, grid) weights: softmax of the prequential scores."""

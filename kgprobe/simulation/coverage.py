@@ -316,7 +316,7 @@ def replay_coverage(
 
 def run_defaults() -> dict:
     """The sampler, batch and audit fraction a default ``kgprobe run`` uses."""
-    from kgprobe.commands.run import DEFAULTS
+    from kgprobe.settings import RUN_DEFAULTS as DEFAULTS
 
     return {"sampler": DEFAULTS["sampler"], "batch": DEFAULTS["batch_size"],
             "audit_fraction": DEFAULTS["audit_fraction"], "propagation_weight": DEFAULTS["propagation_weight"],

@@ -89,22 +89,102 @@ def scaled(value: float, num_edges: int) -> int:
     return max(1, int(round(value * num_edges / REFERENCE_EDGES)))
 
 
+def _recorded_kg_file(sweep) -> str | None:
+    """The ``--kg`` value of the command that recorded ``sweep`` (its ``made_by``), if any."""
+    import shlex
+
+    try:
+        words = shlex.split(sweep.made_by or "")
+    except ValueError:
+        return None
+    for i, word in enumerate(words[:-1]):
+        if word == "--kg":
+            return words[i + 1]
+    return None
+
+
+def _graph_hint(sweep) -> str:
+    recorded = _recorded_kg_file(sweep)
+    if recorded and recorded != sweep.kg:
+        return f"pass --graph {recorded} (the KG file the sweep was recorded with)"
+    return f"pass --graph with the file of the KG {sweep.kg!r} (the one `kgprobe sweep --kg` was given)"
+
+
+def sweep_on_kg(kg, sweep):
+    """``sweep`` with its edges as ``kg``'s edge indices (sorted), matched by edge keys and content hash.
+
+    The KG matches when it has the sweep's KG name and holds every one of the sweep's
+    (subject, predicate, object) keys (a sweep without keys: its edge indices are taken
+    as they are); otherwise an InputError names what differs (name and content hashes,
+    or the first missing edge). When only the content hash differs (the same KG,
+    rebuilt, still holding every edge) the sweep's
+    :class:`~kgprobe.sweep.SweepMismatchWarning` is issued and the replay goes on.
+    """
+    import dataclasses
+
+    from kgprobe.store import kg_fingerprint
+
+    fingerprint = kg_fingerprint(kg)
+    if kg.name != sweep.kg:  # the name is part of the content, so the hash differs too
+        raise InputError(
+            f"the sweep was recorded on the KG {sweep.kg!r} (content hash {sweep.kg_hash[:12]}…), but the "
+            f"graph given is {kg.name!r} (content hash {fingerprint[:12]}…): {_graph_hint(sweep)}")
+    if sweep.keys is None:
+        # A sweep without edge keys (hand-made, or written before keys were kept) can only
+        # be taken at its word: its edges are the KG's edge indices.
+        if sweep.num_edges and int(sweep.edges.max()) >= kg.num_edges:
+            raise InputError(f"the sweep has no edge keys and its edge indices run past the {kg.num_edges} edges "
+                             f"of the KG {kg.name!r}: {_graph_hint(sweep)}")
+        return sweep
+    try:
+        edges = sweep.edges_in(kg)
+    except InputError as exc:
+        raise InputError(f"{exc} (the sweep's KG content hash {sweep.kg_hash[:12]}…, this KG's "
+                         f"{fingerprint[:12]}…)") from None
+    order = np.argsort(edges, kind="stable")
+    return dataclasses.replace(
+        sweep, edges=edges[order], correct=sweep.correct[order], kg_hash=fingerprint,
+        gold_logprob=None if sweep.gold_logprob is None else sweep.gold_logprob[order],
+        best_wrong_logprob=None if sweep.best_wrong_logprob is None else sweep.best_wrong_logprob[order],
+        keys=None if sweep.keys is None else sweep.keys[order])
+
+
+def sweep_graph(sweep, graph=None):
+    """(KG, sweep on it): the KG a sweep is replayed on, and the sweep mapped by :func:`sweep_on_kg`.
+
+    ``graph`` is a KG file, an embedded KG name or a KnowledgeGraph; without it the
+    sweep's own KG, which must then be embedded (a built KG lives only in its file: the
+    error says which file to pass).
+    """
+    import os
+
+    from kgprobe.kg.formats import load_kg
+    from kgprobe.sources.embedded import EMBEDDED_KGS, load_embedded_kg
+
+    if graph is None:
+        if sweep.kg not in EMBEDDED_KGS:
+            raise InputError(f"the sweep was recorded on the KG {sweep.kg!r} (content hash {sweep.kg_hash[:12]}…), "
+                             f"which is not embedded in kgprobe: {_graph_hint(sweep)}")
+        kg = load_embedded_kg(sweep.kg)
+    elif not isinstance(graph, (str, os.PathLike)):
+        kg = graph
+    elif os.path.exists(graph):
+        kg = load_kg(graph)
+    elif str(graph) in EMBEDDED_KGS:
+        kg = load_embedded_kg(str(graph))
+    else:
+        raise InputError(f"--graph {graph}: neither an existing KG file nor an embedded KG "
+                         f"({', '.join(EMBEDDED_KGS)})")
+    return kg, sweep_on_kg(kg, sweep)
+
+
 def replay_truth(kg, sweep):
     """(sweep mapped onto ``kg``'s edge indices, active mask, θ truth per KG edge).
 
     Only the sweep's edges are active; every other edge stays as dead structure (it is
     still there for propagation and for pooling over entities).
     """
-    import dataclasses
-
-    edges = sweep.edges_in(kg)
-    order = np.argsort(edges, kind="stable")
-    if not np.array_equal(edges[order], sweep.edges) or np.any(order != np.arange(order.size)):
-        sweep = dataclasses.replace(
-            sweep, edges=edges[order], correct=sweep.correct[order],
-            gold_logprob=None if sweep.gold_logprob is None else sweep.gold_logprob[order],
-            best_wrong_logprob=None if sweep.best_wrong_logprob is None else sweep.best_wrong_logprob[order],
-            keys=None if sweep.keys is None else sweep.keys[order])
+    sweep = sweep_on_kg(kg, sweep)
     active = np.zeros(kg.num_edges, dtype=bool)
     active[sweep.edges] = True
     theta = np.zeros(kg.num_edges)

@@ -131,11 +131,3 @@ def calibration_rates(mean_logit: float, scale: float, probes: int = 10) -> tupl
     w = w / w.sum()
     th = expit(mean_logit + scale * x)
     return float(np.dot(w, th**probes)), float(np.dot(w, (1 - th) ** probes))
-
-
-def empirical_rates(theta: np.ndarray, active: np.ndarray, probes: int = 10, *, seed: int = 0) -> tuple[float, float]:
-    """(zero-sense, all-sense) rates of ``probes`` simulated probes on every active edge."""
-    rng = np.random.default_rng(seed)
-    th = np.asarray(theta)[np.asarray(active, dtype=bool)]
-    fails = rng.binomial(probes, th)
-    return float(np.mean(fails == probes)), float(np.mean(fails == 0))

@@ -190,3 +190,27 @@ def test_weak_draw_prefers_uncertain_blind_spots():
     order = weak_draw_top_n(a, b, np.array([5, 6, 7]), 3, np.random.default_rng(0))
     assert order.tolist() == [6, 5, 7]
     assert weak_draw_top_n(a, b, np.array([5, 6, 7]), 1, np.random.default_rng(1)).tolist() == [6]
+
+
+def test_a_sweep_is_mapped_onto_a_kg_by_keys_and_content_hash():
+    from kgprobe.simulation.replay import sweep_on_kg
+    from kgprobe.store import kg_fingerprint
+
+    kg = small_kg()
+    keys = np.array([["Q2", "P1", "Q12"], ["Q7", "P2", "Q11"]])
+    sweep = sweep_of([[1, 1], [0, 1]], edges=np.array([2, 7]), kg_hash=kg_fingerprint(kg), keys=keys)
+    # The same edges in reverse order (a rebuilt KG: another hash, same name): edge Q2-P1 is
+    # now index 7, Q7-P2 index 2, so the rows swap to keep edges ascending.
+    ents = [Entity(f"Q{i}", f"E{i}") for i in range(20)]
+    reversed_kg = KnowledgeGraph(ents, [Predicate(p, p) for p in ("P1", "P2", "P3")],
+                                 list(reversed(list(kg.triples()))), name="toy")
+    with pytest.warns(SweepMismatchWarning):
+        mapped = sweep_on_kg(reversed_kg, sweep)
+    assert mapped.edges.tolist() == [2, 7]
+    assert mapped.correct.tolist() == [[False, True], [True, True]]
+    assert mapped.keys.tolist() == [["Q7", "P2", "Q11"], ["Q2", "P1", "Q12"]]
+    assert mapped.theta().tolist() == [0.5, 0.0]
+    # Another name and another hash: exit 2 naming both.
+    with pytest.raises(InputError, match=r"recorded on the KG 'toy' \(content hash .*\), but the graph given is "
+                                         r"'other'"):
+        sweep_on_kg(small_kg("other"), sweep)

@@ -9,7 +9,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kgprobe.config_schema import SCHEMA, check_settings
+from kgprobe.run_spec import BY_NAME, check_settings
 from kgprobe.errors import InputError, KgprobeError
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -65,7 +65,7 @@ def test_a_damaged_native_kg_file(tmp_path, cut, flip):
 
 
 @FUZZ
-@given(mapping=st.dictionaries(st.sampled_from(sorted(SCHEMA) + ["metod", "seed-x"]), json_values, max_size=6))
+@given(mapping=st.dictionaries(st.sampled_from(sorted(BY_NAME) + ["metod", "seed-x"]), json_values, max_size=6))
 def test_check_settings_never_raises_anything_but_input_error(mapping):
     try:
         check_settings(mapping, "fuzz")

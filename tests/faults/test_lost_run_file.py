@@ -36,5 +36,5 @@ def test_play_checks_the_file_before_printing_its_path(tmp_path, countries, sim_
     run = kgprobe.probe(countries, sim_model, store=path, lazy=True, **SETTINGS)
     os.unlink(path)
     with pytest.raises(StoreError):
-        play(run.engine, run.store, {"quiet": True, "report": False})
+        play(run, {"quiet": True, "report": False})
     assert "run: " not in capsys.readouterr().out

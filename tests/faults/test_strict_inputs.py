@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kgprobe.cli import main
-from kgprobe.config_schema import check_settings
+from kgprobe.run_spec import check_settings
 from kgprobe.errors import InputError
 from kgprobe.kg.build import build_kg
 from kgprobe.sources.validate import is_language_tag

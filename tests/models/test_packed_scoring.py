@@ -76,9 +76,9 @@ def test_each_distinct_token_prefix_runs_once(tiny64):
 def test_chains_then_trees_equal_the_plain_forward(tiny64, plain, monkeypatch, split):
     # Every chain long enough for the two-pass layout (causal chains, then trees over the
     # cached keys), or none: both give the plain forward's log-probs and greedy flags.
-    from kgprobe.models import hf_backend
+    from kgprobe.models import hf_scoring
 
-    monkeypatch.setattr(hf_backend, "_SPLIT_MIN_CHAIN", 1)
+    monkeypatch.setattr(hf_scoring, "SPLIT_MIN_CHAIN", 1)
     monkeypatch.setattr(tiny64, "split_chains", split)
     requests = _requests()
     results = tiny64.score(requests)
@@ -96,7 +96,7 @@ def test_sliced_output_layer_equals_the_full_logits(tiny64):
     # argmax, share its slice, or lie elsewhere.
     import torch
 
-    from kgprobe.models.hf_backend import _SLICE
+    from kgprobe.models.hf_backend import SLICE as _SLICE
 
     hidden = torch.randn(40, 64, generator=torch.Generator().manual_seed(1)) * 3
     with torch.inference_mode():

@@ -72,5 +72,5 @@ def test_the_old_command_line_flag_still_works_with_a_warning(capsys):
     from kgprobe.cli import build_parser
 
     args = build_parser().parse_args(["run", "--audit-fraction", "0.5", "--design", "stratified"])
-    assert args.audit_fraction == 0.5 and args.design == "stratified"
+    assert args.design_fraction == 0.5 and args.design == "stratified"
     assert "--audit-fraction is now --design-fraction" in capsys.readouterr().err

@@ -106,7 +106,7 @@ def _hand_run(path, name: str, ids: tuple[str, str, str]):
     s, p, o = ids
     kg = KnowledgeGraph([Entity(s, "Atlantis"), Entity(o, "Poseidonia")], [Predicate(p, "capital")],
                         [Triple(s, p, o)], name=name)
-    store = RunStore.create(path, config=EngineConfig(batch_size=1).to_dict(), kg=kg,
+    store = RunStore.create(path, config=EngineConfig(sampler="thompson", batch_size=1, prior_design=0.0).to_dict(), kg=kg,
                             model_identity="other-model")
     pkg = ParameterizedKG.from_kg(kg)
     pkg.update(np.array([0]), np.array([True]))
@@ -174,7 +174,7 @@ def test_compare_pairs_runs_with_the_same_design_and_corrects_for_multiplicity(t
     for i, seed in enumerate((5, 11)):
         path = tmp_path / f"m{i}.kgrun"
         kgprobe.probe(countries, SimulatedModel(countries, theta, seed=seed), budget=96, batch_size=32, seed=0,
-                      store=path, audit_fraction=0.5).close()
+                      store=path, design_fraction=0.5).close()
         paths.append(path)
     runs = [kgprobe.open_run(p) for p in paths]
     try:

@@ -41,7 +41,7 @@ def summary(r, win, zero, allsense, spent, elapsed=2.0):
 
 
 def feed(view: LiveView, kg, model: str = "smollm2"):
-    cfg = EngineConfig(batch_size=32, budget=256, convergence_window=2)
+    cfg = EngineConfig(sampler="thompson", batch_size=32, budget=256, convergence_window=2)
     view(RunStarted(cfg, "countries", kg.num_active, model, 1, 0, False))
     for r, (w, z, a) in enumerate([(0.50, 0.40, 0.45), (0.52, 0.38, 0.47), (0.55, 0.35, 0.50)], start=1):
         view(RoundFinished(summary(r, w, z, a, 32 * r)))

@@ -12,9 +12,9 @@ import kgprobe
 from kgprobe.api import open_run, probe_settings
 from kgprobe.cli import build_parser, main
 from kgprobe.commands.run import settings_from_args
+from kgprobe.engine import EngineConfig
 from kgprobe.errors import InputError, StoreError
 from kgprobe.protocol import build_protocol, gguf_label, protocol_differences, protocol_rows
-from kgprobe.settings import engine_config
 
 FAST = dict(method="zp-lke", batch_size=16, budget=32, seed=5, progress=False, report=False,
             probe_options={"num_examples": 5, "num_distractors": 4})
@@ -40,10 +40,10 @@ def cli_settings(*argv):
 def test_api_and_cli_resolve_to_the_same_protocol(countries, sim_model):
     cli = cli_settings()
     api = probe_settings()
-    assert engine_config(cli).to_dict() == engine_config(api).to_dict()
+    assert EngineConfig.from_settings(cli).to_dict() == EngineConfig.from_settings(api).to_dict()
     assert (cli["kg"], cli["model"], cli["out"]) == (api["kg"], api["model"], api["out"]) == \
         ("countries", "default", "runs")
-    cfg = engine_config(api)
+    cfg = EngineConfig.from_settings(api)
     assert (cfg.budget, cfg.batch_size, cfg.method, cfg.sampler, cfg.seed) == (256, 32, "zp-lke", "focus", 0)
     # Every option is recorded, 20 x 19 for ZP-LKE; the audit fraction sits among the sampler's.
     assert {k: cfg.probe_options[k] for k in ("num_examples", "num_distractors", "fixed_examples",
@@ -52,10 +52,10 @@ def test_api_and_cli_resolve_to_the_same_protocol(countries, sim_model):
     from kgprobe.sampling.focus import FocusSampler
     from kgprobe.settings import RUN_DEFAULTS
 
-    assert cfg.sampler_options == {**_class_defaults(FocusSampler), "audit_fraction": RUN_DEFAULTS["audit_fraction"]}
+    assert cfg.sampler_options == {**_class_defaults(FocusSampler), "audit_fraction": RUN_DEFAULTS["design_fraction"]}
     # The protocols built from the two (same model, same KG) differ in nothing but the date.
-    a = build_protocol(engine_config(cli), countries, sim_model, "default", date="d")
-    b = build_protocol(engine_config(api), countries, sim_model, "default", date="d")
+    a = build_protocol(EngineConfig.from_settings(cli), countries, sim_model, "default", date="d")
+    b = build_protocol(EngineConfig.from_settings(api), countries, sim_model, "default", date="d")
     assert a == b
     # The design: uniform unless a prior is given, then half of it follows the prior.
     assert a["design"] == {"tilt": 0.0, "prior_share": 0.5}
@@ -63,10 +63,10 @@ def test_api_and_cli_resolve_to_the_same_protocol(countries, sim_model):
     assert rows["design"] == ("0.5 of the probabilities follow the item-response prior's predicted spread when "
                               "--prior is given (uniform without one)")
     # An older run file's settings hold neither key: it drew uniformly.
-    old = engine_config(api).to_dict()
+    old = EngineConfig.from_settings(api).to_dict()
     del old["design_tilt"], old["prior_design"]
     assert dict(protocol_rows(build_protocol(old, countries, sim_model, "default", date="d")))["design"] == "uniform"
-    tilted = dict(engine_config(api).to_dict(), design_tilt=0.5, prior_design=0.0)
+    tilted = dict(EngineConfig.from_settings(api).to_dict(), design_tilt=0.5, prior_design=0.0)
     assert dict(protocol_rows(build_protocol(tilted, countries, sim_model, "default", date="d")))["design"] == \
         "0.5 leans towards edges predicted wrong"
 

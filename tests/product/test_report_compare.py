@@ -45,7 +45,7 @@ def small_kg(name="hand") -> KnowledgeGraph:
 
 def build_run(path, kg, rounds: list[list[tuple[int, bool, bool]]], model="model-A") -> str:
     """A run file whose round r probed the (edge, correct, audit) triples in ``rounds[r-1]``."""
-    cfg = EngineConfig(method="hard", batch_size=2, budget=100, propagation_weight=0.0)
+    cfg = EngineConfig(method="hard", sampler="thompson", batch_size=2, budget=100, propagation_weight=0.0)
     store = RunStore.create(path, config=cfg.to_dict(), kg=kg, model_identity=model, model_spec="")
     pkg = ParameterizedKG.from_kg(kg, propagation_weight=0.0)
     spent = 0

@@ -42,7 +42,7 @@ def tell(event):
         print(f"round {{event.summary.round}}", flush=True)
 
 run.subscribe(tell)
-sys.exit(play(run.engine, run.store, {{"quiet": True, "report": False}}))
+sys.exit(play(run, {{"quiet": True, "report": False}}))
 """
 
 

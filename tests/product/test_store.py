@@ -10,14 +10,14 @@ import pytest
 from kgprobe.errors import InputError, StoreError
 from kgprobe.kg.graph import Entity, KnowledgeGraph, Predicate, Triple
 from kgprobe.models.base import GenerateRequest, ScoreRequest, ScoreResult
-from kgprobe import store as store_mod
+from kgprobe.store import run_file as store_mod
 from kgprobe.store import (
     FORMAT_VERSION,
     ProbeRecord,
     RoundRecord,
     RunStore,
-    _apply_delta,
-    _state_delta,
+    apply_delta,
+    state_delta,
     kg_fingerprint,
     kg_from_dict,
     kg_to_dict,
@@ -67,19 +67,19 @@ def test_state_delta_stores_only_changed_entries():
             "w": np.asarray(1.0)}
     cur = {"alpha": np.array([1.0, 2.0, 1.0, 3.5]), "n": np.array([0, 0, 1], dtype=np.int32),
            "w": np.asarray(1.0)}
-    delta = _state_delta(prev, cur)
+    delta = state_delta(prev, cur)
     # alpha changed at 1 and 3, n at 2; the 0-d "w" did not change and is left out.
     assert delta["idx:alpha"].tolist() == [1, 3] and delta["val:alpha"].tolist() == [2.0, 3.5]
     assert delta["idx:n"].tolist() == [2] and delta["val:n"].tolist() == [1]
     assert not any(k.endswith(":w") for k in delta)
-    applied = _apply_delta(prev, delta)
+    applied = apply_delta(prev, delta)
     for k in cur:
         assert np.array_equal(applied[k], cur[k]) and applied[k].dtype == cur[k].dtype
     assert prev["alpha"].tolist() == [1.0, 1.0, 1.0, 1.0]  # the base is not modified
 
 
 def test_state_delta_needs_full_snapshot_when_keys_change():
-    assert _state_delta({"a": np.zeros(2)}, {"b": np.zeros(2)}) is None
+    assert state_delta({"a": np.zeros(2)}, {"b": np.zeros(2)}) is None
 
 
 def _record(r: int, alpha: np.ndarray, spent: int) -> RoundRecord:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from kgprobe.cli import main
+from kgprobe.errors import InputError
 from kgprobe.sweep import Sweep, load_sweep, save_sweep
 
 
@@ -50,8 +51,11 @@ def test_a_killed_sweep_resumes_to_the_same_data(tmp_path, capitals8_file):
     while time.time() < deadline and child.poll() is None:
         runs = list((tmp_path / "killed").glob("*.kgrun"))
         if runs:
-            with RunStore.open(runs[0]) as ro:
-                committed = ro.last_round()
+            try:
+                with RunStore.open(runs[0]) as ro:
+                    committed = ro.last_round()
+            except InputError:  # caught between creating the file and writing its first table
+                pass
             if committed >= 2:
                 break
         time.sleep(0.05)
@@ -80,10 +84,14 @@ def fake_sweep(path: Path, **kw) -> Path:
 
 
 def test_truth_of_another_kg_or_method_is_exit_2(tmp_path, capsys):
-    other_kg = fake_sweep(tmp_path / "kg.npz", kg="nba")
+    other_kg = fake_sweep(tmp_path / "kg.npz", kg="nba", kg_hash="0123456789abcdef")
     assert main(["bench", "efficiency", "--truth", str(other_kg)]) == 2
     err = capsys.readouterr().err
-    assert "recorded on the KG 'nba', but this study runs on 'countries'" in err and "Traceback" not in err
+    assert "recorded on the KG 'nba' (content hash 0123456789ab…), which is not embedded" in err
+    assert "pass --graph with the file of the KG 'nba'" in err and "Traceback" not in err
+    assert main(["bench", "efficiency", "--truth", str(other_kg), "--graph", "countries"]) == 2
+    err = capsys.readouterr().err
+    assert "recorded on the KG 'nba' (content hash 0123456789ab…), but the graph given is 'countries'" in err
     other_method = fake_sweep(tmp_path / "m.npz", method="hgp")
     assert main(["bench", "efficiency", "--truth", str(other_method)]) == 2
     assert "recorded with the method 'hgp', but this study is about 'zp-lke'" in capsys.readouterr().err
@@ -115,3 +123,75 @@ def test_the_real_data_study_runs_from_the_repository(capsys):
     assert 0.9 <= out["ratios"]["brute-force"] <= 1.0
     assert out["ratio_best"] == min(r for lab, r in out["ratios"].items() if lab != "brute-force" and r is not None)
     assert out["replacement_draws"] == sum(out["replacement_draws_by_sampler"].values()) > 0
+
+
+@pytest.fixture(scope="module")
+def built_sweeps(tmp_path_factory):
+    """A KG built around Iceland from the embedded geo store (14 active edges) and two
+    tiny-random sweeps of 6 of its edges x 2 passes (seeds 0 and 1)."""
+    tmp = tmp_path_factory.mktemp("built")
+    kg_file = tmp / "iceland.jsonl"
+    assert main(["build", "--source", "embedded:geo", "--seed-entities", "Iceland", "--hops", "1",
+                 "--per-hop-limit", "8", "-o", str(kg_file)]) == 0
+    sweeps = []
+    for seed in (0, 1):
+        path = tmp / f"iceland-s{seed}.npz"
+        assert main(["sweep", "--kg", str(kg_file), "--model", "tiny-random", "--passes", "2", "--edges", "6",
+                     "--batch-size", "6", "--seed", str(seed), "--probe-option", "num_examples=3",
+                     "--probe-option", "num_distractors=3", "--out", str(tmp / "runs"), "--export", str(path),
+                     "--quiet"]) == 0
+        sweeps.append(path)
+    return kg_file, sweeps
+
+
+def test_a_sweep_of_a_built_kg_replays_through_the_cli(built_sweeps, capsys):
+    import json
+
+    kg_file, (sweep_file, other_file) = built_sweeps
+    capsys.readouterr()
+    recorded = load_sweep(str(sweep_file))
+    assert recorded.kg == "Iceland" and recorded.correct.shape == (6, 2)
+    # without --graph the error names the KG file the sweep was recorded with
+    assert main(["bench", "efficiency", "--truth", str(sweep_file)]) == 2
+    err = capsys.readouterr().err
+    assert f"recorded on the KG 'Iceland' (content hash {recorded.kg_hash[:12]}…), which is not embedded" in err
+    assert f"pass --graph {kg_file} (the KG file the sweep was recorded with)" in err
+
+    assert main(["bench", "efficiency", "--truth", str(sweep_file), "--graph", str(kg_file), "--seeds", "1"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    right = recorded.correct
+    assert (out["graph"], out["edges"], out["passes"]) == ("Iceland", 6, 2)
+    assert out["accuracy"] == round(float(right.sum()) / 12, 4)
+    assert out["always_right"] == round(float(right.all(axis=1).sum()) / 6, 4)
+    assert out["always_wrong"] == round(float((~right).all(axis=1).sum()) / 6, 4)
+    # top-k and batch scale with the 6 edges: round(600 * 6 / 3246) = 1, round(64 * 6 / 3246) = 0 -> 1
+    assert (out["k"], out["batch"]) == (1, 1)
+    assert out["coverage_study"]["truth"] == out["accuracy"]
+
+    assert main(["bench", "prior", "--truth", str(sweep_file), str(other_file), "--graph", str(kg_file),
+                 "--runs", "3"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    other = load_sweep(str(other_file))
+    assert out["per_model"][str(sweep_file)]["truth"] == round(recorded.accuracy(), 4)
+    assert out["per_model"][str(other_file)]["truth"] == round(other.accuracy(), 4)
+
+
+def test_a_built_kg_that_differs_is_exit_2_naming_what_differs(built_sweeps, tmp_path, capsys):
+    kg_file, (sweep_file, _) = built_sweeps
+    recorded = load_sweep(str(sweep_file))
+    norway = tmp_path / "norway.jsonl"
+    assert main(["build", "--source", "embedded:geo", "--seed-entities", "Norway", "--hops", "1",
+                 "--per-hop-limit", "8", "-o", str(norway)]) == 0
+    capsys.readouterr()
+    assert main(["bench", "efficiency", "--truth", str(sweep_file), "--graph", str(norway)]) == 2
+    err = capsys.readouterr().err
+    assert "recorded on the KG 'Iceland'" in err and "but the graph given is 'Norway'" in err
+    assert f"pass --graph {kg_file}" in err and "Traceback" not in err
+    # the same seed with fewer edges per hop: the same name, another content, edges missing
+    smaller = tmp_path / "iceland-small.jsonl"
+    assert main(["build", "--source", "embedded:geo", "--seed-entities", "Iceland", "--hops", "1",
+                 "--per-hop-limit", "2", "-o", str(smaller)]) == 0
+    capsys.readouterr()
+    assert main(["bench", "prior", "--truth", str(sweep_file), str(sweep_file), "--graph", str(smaller)]) == 2
+    err = capsys.readouterr().err
+    assert "is not in the KG 'Iceland'" in err and f"the sweep's KG content hash {recorded.kg_hash[:12]}…" in err

@@ -1,79 +1,39 @@
-"""The run store: one SQLite file per run that never loses a model response.
-
-What a run file holds (format version :data:`FORMAT_VERSION`):
-
-``meta``
-    key/value: ``format_version``, ``kgprobe_version``, ``created``, ``config`` (JSON),
-    ``model_identity``, ``model_spec``, ``kg_fingerprint``, ``status`` (``running``,
-    ``finished``, ``interrupted``) and ``stop_reason``.
-``kg``
-    the knowledge graph itself (zlib-compressed JSON), so a run file is self-contained:
-    reports, ``compare`` and ``resume`` need nothing else.
-``responses``
-    every request and response of a round, one row per (round, phase) where phase is
-    ``score`` or ``generate``, written right after the model returns and *before* the
-    parameterized KG is updated from it, in the round's one transaction
-    (:meth:`RunStore.round_transaction`), which keeps them even when the round's commit
-    fails. ``request_sha`` is the
-    SHA-256 of the canonical JSON of the requests, so a resumed run can prove that the
-    requests it is about to send are the ones already answered and replay the answers.
-``rounds``
-    one row per finished round, committed atomically together with that round's rows in
-    ``probes``: queries, timing, metrics (JSON), the PKG state after the round, the
-    sampler and convergence state. PKG states are stored as a keyframe every
-    :data:`KEYFRAME_EVERY` rounds and as the changed entries (delta) otherwise, so the
-    file stays small on large graphs while every round's PKG can be rebuilt exactly.
-``probes``
-    one row per probed edge: round, position in the round, edge, audit flag (the
-    design-based sample feeding the unbiased estimate), correctness, the question and the
-    model's answer, method-specific detail (JSON), the prediction of its outcome made
-    before its round (``predicted``: chance of a right answer) and, for design-based
-    probes, the inclusion probability (``inclusion``; NULL otherwise). ``rounds.predictions``
-    holds per predicate and entity group the mean prediction and mean predicted variance
-    over the active edges before that round (JSON), which the estimators of
-    :mod:`kgprobe.estimators` need.
-
-``checks``
-    integrity (files written since kgprobe added it; meta ``integrity`` names the scheme):
-    one SHA-256 per record, computed over the whole stored row as SQLite returns it
-    (``SELECT *``, every column in table order), so a column added later is covered
-    without extra work. ``round:N`` chains round N's row and its probe rows to round
-    N-1's digest; ``head`` holds the last round and its digest, so a deleted last round
-    is noticed too; ``responses:N:PHASE``, ``kg`` and ``meta:KEY`` cover the other
-    records. :meth:`RunStore.verify` recomputes them all; opening a file for a report or
-    a resume refuses a damaged one with a :class:`~kgprobe.errors.DamagedFileError`
-    (exit 2). A file without ``checks`` (an older kgprobe) is still read: its records are
-    decoded and range-checked, and ``kgprobe verify`` says it carries no checksums.
-
-Crash safety: the file is in WAL mode and every write is one transaction (a round's
-responses and its record share one), so a process
-killed at any moment (SIGKILL included) leaves the file at the last committed
-transaction. Two runs never share a file; a writer holds an exclusive ``flock`` on its
-run file for its whole life, so resuming a run that is still running is refused instead
-of corrupting it.
-"""
+"""The run store itself (:class:`RunStore`): one SQLite file per run; see :mod:`kgprobe.store`."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import fcntl
 import hashlib
-import io
 import json
 import os
 import sqlite3
 import time
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from kgprobe.errors import DamagedFileError, InputError, KgprobeError, StoreError
-from kgprobe.kg.graph import Entity, KnowledgeGraph, Predicate, Triple
+from kgprobe.errors import DamagedFileError, InputError, StoreError
+from kgprobe.kg.graph import KnowledgeGraph
 from kgprobe.models.base import GenerateRequest, ScoreRequest, ScoreResult
+from kgprobe.store.codec import (
+    apply_delta,
+    compact_json,
+    kg_fingerprint,
+    kg_from_dict,
+    kg_to_dict,
+    pack_arrays,
+    requests_json,
+    requests_sha,
+    response_from_json,
+    response_to_json,
+    state_delta,
+    unpack_arrays,
+)
+from kgprobe.store.integrity import INTEGRITY_SCHEME, Problem, Verification, digest_rows, meta_digest
+from kgprobe.store.records import Checkpoint, ProbeRecord, RoundRecord
+from kgprobe.store.transactions import Transaction, connect, disk_full_hook, lock, reads
 
 #: Bumped whenever the schema or the meaning of a column changes. Version 2 added each
 #: probe's prediction and inclusion probability and each round's mean predictions
@@ -111,345 +71,16 @@ CREATE TABLE IF NOT EXISTS partial_responses (
     data BLOB NOT NULL, PRIMARY KEY (round, phase));
 """
 
-#: The value of meta ``integrity`` in files that carry checksums (see ``checks``).
-INTEGRITY_SCHEME = "sha256-rows-v1"
 #: Test hook: with this environment variable set to ``SECONDS`` (or ``SECONDS@ROUND``),
 #: the engine announces on stderr and waits between logging a round's responses and
 #: committing the round, so that a kill in that window (the replay window) can be aimed at.
 REPLAY_WINDOW_ENV = "KGPROBE_TEST_PAUSE_BEFORE_COMMIT"
-#: Test hook, the fault-injecting write layer: with this environment variable set to
-#: ``ROUND``, committing that round (and every later one) fails as SQLite fails on a full
-#: disk (``database or disk is full``), so the fault suite can aim a full disk at the
-#: middle of a run; a real full disk is hard to time (the KG is most of the file).
-DISK_FULL_ENV = "KGPROBE_TEST_DISK_FULL_AT_ROUND"
-
-
-# -- serialization helpers ---------------------------------------------------------------
-def _json(obj: Any) -> str:
-    # What json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
-    # returns, without building a new encoder on every call (a round makes thousands).
-    return _ENCODER.encode(obj)
-
-
-def _json_default(obj: Any):
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.bool_):
-        return bool(obj)
-    if dataclasses.is_dataclass(obj):
-        return dataclasses.asdict(obj)
-    return str(obj)
-
-
-def kg_to_dict(kg: KnowledgeGraph) -> dict:
-    """A JSON-able dict that :func:`kg_from_dict` turns back into an equal graph."""
-    return {
-        "name": kg.name,
-        "metadata": kg.metadata,
-        "entities": [
-            [e.id, e.label, list(e.aliases), e.description, e.is_literal, e.group]
-            for e in kg.entities.values()
-        ],
-        # the description is appended only when there is one, so older run files read the same
-        "predicates": [[p.id, p.label, list(p.aliases)] + ([p.description] if p.description else [])
-                       for p in kg.predicates.values()],
-        "subjects": kg.subjects.tolist(),
-        "predicate_of": kg.predicate_of.tolist(),
-        "objects": kg.objects.tolist(),
-        "active": kg.active.astype(int).tolist(),
-        "candidates": {p: list(c) for p, c in kg.explicit_candidates.items()},
-    }
-
-
-def kg_from_dict(d: dict) -> KnowledgeGraph:
-    entities = [
-        Entity(i, label, tuple(aliases), description, bool(lit), group)
-        for i, label, aliases, description, lit, group in d["entities"]
-    ]
-    predicates = [Predicate(p[0], p[1], tuple(p[2]), p[3] if len(p) > 3 else "") for p in d["predicates"]]
-    eids = [e.id for e in entities]
-    pids = [p.id for p in predicates]
-    triples = [
-        Triple(eids[s], pids[p], eids[o], bool(a))
-        for s, p, o, a in zip(d["subjects"], d["predicate_of"], d["objects"], d["active"])
-    ]
-    return KnowledgeGraph(
-        entities, predicates, triples, candidates=d["candidates"], name=d["name"], metadata=d["metadata"]
-    )
-
-
-def kg_fingerprint(kg: KnowledgeGraph) -> str:
-    """SHA-256 of the graph's canonical JSON: equal fingerprints, equal graphs and edge order."""
-    return hashlib.sha256(_json(kg_to_dict(kg)).encode()).hexdigest()
-
-
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_json_default)
-
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _field_names(cls: type) -> tuple[str, ...]:
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
-    return names
-
-
-def request_to_json(req: ScoreRequest | GenerateRequest) -> dict:
-    """The request's fields as a dict, equal to ``dataclasses.asdict`` for these flat
-    requests (their fields are strings, numbers and tuples of strings): the canonical
-    form whose ``_json`` text :func:`requests_json` writes, and the request hash covers."""
-    return {name: getattr(req, name) for name in _field_names(type(req))}
-
-
-def requests_sha(requests: Sequence[ScoreRequest | GenerateRequest], *, texts: Sequence[str] | None = None) -> str:
-    """SHA-256 over the canonical JSON of a request list (order matters); ``texts``: the
-    requests already through :func:`requests_json`."""
-    if texts is None:
-        texts = requests_json(requests)
-    h = hashlib.sha256()
-    for text in texts:
-        h.update(text.encode())
-        h.update(b"\n")
-    return h.hexdigest()
-
-
-def requests_json(requests: Sequence[ScoreRequest | GenerateRequest]) -> list[str]:
-    """``_json(request_to_json(r))`` of every request, the same text, faster: the object is
-    written field by field (sorted names, each value through :func:`_json`), and a value
-    repeated across requests (a fact's context, shared by its 100 options) is encoded once."""
-    out = []
-    memo: dict[tuple, str] = {}
-    heads: dict[type, list[tuple[str, str]]] = {}
-    for req in requests:
-        fields = heads.get(type(req))
-        if fields is None:
-            fields = heads[type(req)] = [(name, _json(name) + ":") for name in sorted(_field_names(type(req)))]
-        parts = []
-        for name, head in fields:
-            value = getattr(req, name)
-            if isinstance(value, str) and len(value) > 32:
-                key = (value,)
-                text = memo.get(key)
-                if text is None:
-                    text = memo[key] = _json(value)
-            else:
-                text = _json(value)
-            parts.append(head + text)
-        out.append("{" + ",".join(parts) + "}")
-    return out
-
-
-def _response_to_json(resp: ScoreResult | str):
-    if isinstance(resp, ScoreResult):
-        return {"lp": list(resp.token_logprobs), "g": bool(resp.is_greedy)}
-    return resp
-
-
-def _response_from_json(obj) -> ScoreResult | str:
-    if isinstance(obj, dict):
-        return ScoreResult(tuple(float(x) for x in obj["lp"]), bool(obj["g"]))
-    return obj
-
-
-def _pack_arrays(arrays: dict[str, np.ndarray]) -> bytes:
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
-    return buf.getvalue()
-
-
-def _unpack_arrays(blob: bytes) -> dict[str, np.ndarray]:
-    with np.load(io.BytesIO(blob), allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
-
-
-def _state_delta(prev: dict[str, np.ndarray], cur: dict[str, np.ndarray]) -> dict[str, np.ndarray] | None:
-    """Changed entries of ``cur`` relative to ``prev``; None when a full snapshot is needed."""
-    if set(prev) != set(cur):
-        return None
-    out: dict[str, np.ndarray] = {}
-    for key, value in cur.items():
-        a, b = np.asarray(prev[key]), np.asarray(value)
-        if a.shape != b.shape or a.dtype != b.dtype or b.ndim != 1:
-            if a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True):
-                continue
-            out["full:" + key] = b
-            continue
-        same = (a == b) | (np.isnan(a) & np.isnan(b)) if b.dtype.kind == "f" else a == b
-        changed = np.flatnonzero(~same)
-        out["idx:" + key] = changed.astype(np.int64)
-        out["val:" + key] = b[changed]
-    return out
-
-
-def _apply_delta(prev: dict[str, np.ndarray], delta: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    state = {k: np.array(v, copy=True) for k, v in prev.items()}
-    for name, value in delta.items():
-        kind, key = name.split(":", 1)
-        if kind == "full":
-            state[key] = value
-        elif kind == "idx":
-            state[key][value] = delta["val:" + key]
-    return state
-
-
-def _digest_rows(h, rows) -> None:
-    """Feed SQLite rows into ``h`` unambiguously (type tag, length, value per column)."""
-    for row in rows:
-        for v in row:
-            if v is None:
-                h.update(b"N;")
-            elif isinstance(v, int):
-                h.update(b"I%d;" % v)
-            elif isinstance(v, float):
-                h.update(b"F" + v.hex().encode() + b";")
-            elif isinstance(v, str):
-                b = v.encode("utf-8", "surrogatepass")
-                h.update(b"S%d:" % len(b) + b)
-            else:
-                b = bytes(v)
-                h.update(b"B%d:" % len(b) + b)
-        h.update(b"|")
-
-
-def _meta_digest(key: str, value: str) -> str:
-    h = hashlib.sha256(b"meta")
-    _digest_rows(h, [(key, value)])
-    return h.hexdigest()
-
-
-@dataclass
-class Problem:
-    """One damaged record found by :meth:`RunStore.verify`."""
-
-    where: str  # "file", "meta", "kg", "round", "responses"
-    round: int | None
-    text: str
-
-    def __str__(self) -> str:
-        return self.text
-
-
-@dataclass
-class Verification:
-    """What :meth:`RunStore.verify` found."""
-
-    path: str
-    checked: bool  # the file carries checksums (False: written by an older kgprobe)
-    rounds: int
-    records: int  # records whose checksum (or, without checksums, decoding) was verified
-    problems: list[Problem]
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    @property
-    def only_last_round(self) -> bool:
-        """Every problem lies in the last committed round or in responses after it."""
-        if not self.problems:
-            return False
-        return all(p.where in ("round", "responses", "head") and p.round is not None and p.round >= self.rounds
-                   for p in self.problems)
-
-    def summary(self) -> str:
-        if self.problems:
-            head = "; ".join(str(p) for p in self.problems[:5])
-            more = f" (and {len(self.problems) - 5} more)" if len(self.problems) > 5 else ""
-            return head + more
-        if not self.checked:
-            return (f"no checksums: written by an older kgprobe; {self.records} records decode and "
-                    f"{self.rounds} rounds are consistent, but changed values cannot be detected")
-        return f"ok: {self.records} records match their checksums ({self.rounds} rounds)"
-
-
-def _reads(method):
-    """Decoding or SQLite failures while reading become a clear error, never a traceback."""
-    import functools
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except KgprobeError:
-            raise
-        except sqlite3.OperationalError as exc:
-            if "malformed" in str(exc) or "not a database" in str(exc):
-                raise DamagedFileError(f"run file {self.path} is damaged: SQLite says {exc}",
-                                       [str(exc)]) from None
-            raise StoreError(f"cannot read the run store {self.path}: {exc}") from None
-        except Exception as exc:  # zlib.error, JSON, npz, sqlite3.DatabaseError: the bytes are wrong
-            raise DamagedFileError(
-                f"run file {self.path} is damaged: reading {method.__name__} failed ({type(exc).__name__}: "
-                f"{str(exc)[:160]}); `kgprobe verify {self.path}` lists the damage",
-                [str(exc)],
-            ) from None
-
-    return wrapper
-
-
-# -- records --------------------------------------------------------------------------
-@dataclass
-class ProbeRecord:
-    """One probed edge in one round, as reports and the unbiased estimate read it."""
-
-    round: int
-    pos: int
-    edge: int
-    audit: int
-    """0: the sampler's own choice; else a design probe, by part (kgprobe.sampling.design: 1 floor, 2 lean)."""
-    correct: bool
-    question: str
-    answer: str
-    detail: dict
-    predicted: float | None = None
-    """Predicted chance of a right answer, from the state before the round (None in old files)."""
-    inclusion: float | None = None
-    """Inclusion probability of a design-based (audit) probe; None for the sampler's own choices."""
-
-
-@dataclass
-class RoundRecord:
-    """Everything the engine commits at the end of a round, in one transaction."""
-
-    round: int
-    queries: int
-    queries_spent: int
-    num_requests: int
-    replayed: bool
-    started: float
-    elapsed: float
-    metrics: dict
-    converged: bool
-    pkg_state: dict[str, np.ndarray]
-    sampler_state: dict
-    convergence_state: dict
-    probes: list[ProbeRecord]
-    predictions: dict | None = None
-    """``{"predicate": {id: [mean ŷ, mean ŷ(1−ŷ)]}, "group": {…}}`` before the round."""
-
-
-@dataclass
-class Checkpoint:
-    """The state after the last committed round, from which a run resumes."""
-
-    round: int
-    queries_spent: int
-    pkg_state: dict[str, np.ndarray]
-    sampler_state: dict
-    convergence_state: dict
-    converged: bool
-
 
 class RunStore:
     """One run's SQLite file. Create with :meth:`create`, reopen with :meth:`open`.
 
-    ``path=":memory:"`` keeps everything in memory (the Python API's default when no
-    store is asked for); the behaviour is identical apart from persistence.
+    ``path=":memory:"`` keeps everything in memory (the Python API's ``store=None``); the
+    behaviour is identical apart from persistence.
     """
 
     def __init__(self, conn: sqlite3.Connection, path: str, lock_fd: int | None, writable: bool):
@@ -494,17 +125,17 @@ class RunStore:
                     "choose a writable directory with --out"
                 ) from None
             lock_fd = fd
-            _lock(fd, path)
-        conn = _connect(path)
+            lock(fd, path)
+        conn = connect(path)
         store = cls(conn, path, lock_fd, True)
         try:
             with conn:
                 conn.executescript(_SCHEMA)
                 meta = {
                     "format_version": str(FORMAT_VERSION),
-                    "kgprobe_version": _kgprobe_version(),
+                    "kgprobe_version": kgprobe_version(),
                     "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "config": _json(config),
+                    "config": compact_json(config),
                     "model_identity": model_identity,
                     "model_spec": model_spec,
                     "model_name": model_name or model_identity,
@@ -515,9 +146,9 @@ class RunStore:
                 }
                 conn.executemany("INSERT INTO meta VALUES (?, ?)", meta.items())
                 conn.executemany("INSERT INTO checks VALUES (?, ?)",
-                                 [(f"meta:{k}", _meta_digest(k, v)) for k, v in meta.items()])
+                                 [(f"meta:{k}", meta_digest(k, v)) for k, v in meta.items()])
                 conn.execute(
-                    "INSERT INTO kg VALUES (0, ?)", (zlib.compress(_json(kg_to_dict(kg)).encode(), 6),)
+                    "INSERT INTO kg VALUES (0, ?)", (zlib.compress(compact_json(kg_to_dict(kg)).encode(), 6),)
                 )
                 store._put_check("kg", store._kg_digest())
         except sqlite3.Error as exc:
@@ -549,9 +180,9 @@ class RunStore:
                 lock_fd = os.open(path, os.O_RDWR)
             except OSError as exc:
                 raise StoreError(f"cannot open run file {path} for writing: {exc.strerror}") from None
-            _lock(lock_fd, path)
+            lock(lock_fd, path)
         try:
-            conn = _connect(path, readonly=not writable)
+            conn = connect(path, readonly=not writable)
         except StoreError:
             if lock_fd is not None:
                 os.close(lock_fd)
@@ -577,7 +208,7 @@ class RunStore:
             store.close()
             raise InputError(
                 f"run file {path} has format version {version}, written by kgprobe "
-                f"{rows.get('kgprobe_version', '?')}; this kgprobe ({_kgprobe_version()}) reads up to "
+                f"{rows.get('kgprobe_version', '?')}; this kgprobe ({kgprobe_version()}) reads up to "
                 f"version {FORMAT_VERSION}. Upgrade kgprobe to read it."
             )
         if version < 1 and not rows and "meta" in tables:
@@ -602,13 +233,37 @@ class RunStore:
         return store
 
     def close(self) -> None:
-        """Close the database, then release the lock (in that order: see :func:`_lock`)."""
+        """Close the database, then release the lock (in that order: see :func:`lock`)."""
         if self._conn is not None:
             self._conn.close()
             self._conn = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    def discard(self) -> None:
+        """Close and remove the file: for a new run that failed before recording anything,
+        which must not be left behind looking like a run. An in-memory store is only closed."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self.path != ":memory:":
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                try:
+                    os.unlink(self.path + suffix)
+                except OSError:
+                    pass
+        self.close()  # releases the lock last, so no one opens the file in between
+
+    def holds_answers(self) -> bool:
+        """Whether anything of the model's was recorded: a round, a logged response, or the
+        kept answers of a failed round (which a resume reuses)."""
+        if self.last_round() > 0 or self.num_logged_requests() > 0:
+            return True
+        try:
+            return self._conn.execute("SELECT 1 FROM partial_responses LIMIT 1").fetchone() is not None
+        except sqlite3.OperationalError:  # no such table: nothing was ever kept
+            return False
 
     def __enter__(self):
         return self
@@ -617,7 +272,7 @@ class RunStore:
         self.close()
 
     # -- metadata ----------------------------------------------------------------------
-    @_reads
+    @reads
     def meta(self, key: str, default: str = "") -> str:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else default
@@ -625,7 +280,7 @@ class RunStore:
     def set_meta(self, key: str, value: str) -> None:
         with self._transaction():
             self._conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
-            self._put_check(f"meta:{key}", _meta_digest(key, value))
+            self._put_check(f"meta:{key}", meta_digest(key, value))
 
     @property
     def config(self) -> dict:
@@ -656,11 +311,11 @@ class RunStore:
         with self._transaction():
             self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('status', ?)", (status,))
             self._conn.execute("INSERT OR REPLACE INTO meta VALUES ('stop_reason', ?)", (stop_reason,))
-            self._put_check("meta:status", _meta_digest("status", status))
-            self._put_check("meta:stop_reason", _meta_digest("stop_reason", stop_reason))
+            self._put_check("meta:status", meta_digest("status", status))
+            self._put_check("meta:stop_reason", meta_digest("stop_reason", stop_reason))
 
     @property
-    @_reads
+    @reads
     def kg(self) -> KnowledgeGraph:
         if self._kg is None:
             (blob,) = self._conn.execute("SELECT data FROM kg WHERE id = 0").fetchone()
@@ -678,14 +333,14 @@ class RunStore:
         """Persist one round's requests and responses of one phase (``score``/``generate``).
 
         The stored JSON is ``{"requests": [...], "responses": [...]}`` with sorted keys, as
-        ``_json`` writes it; it is assembled from each request's text
+        ``compact_json`` writes it; it is assembled from each request's text
         (:func:`requests_json`), which is the same text, computed once for the payload and
         the request hash. zlib level 1: a round's JSON is mostly each fact's context
         repeated per option, which the fastest level already compresses ~50×.
         """
         texts = requests_json(requests)
         text = ('{"requests":[' + ",".join(texts) + '],"responses":'
-                + _json([_response_to_json(r) for r in responses]) + "}")
+                + compact_json([response_to_json(r) for r in responses]) + "}")
         blob = zlib.compress(text.encode(), 1)
         with self._transaction():
             self._conn.execute(
@@ -696,7 +351,7 @@ class RunStore:
         if not self._conn.in_transaction:
             self.check_still_there()
 
-    @_reads
+    @reads
     def logged_responses(self, round_: int, phase: str) -> tuple[str, list] | None:
         """``(request_sha, responses)`` logged for a round and phase, or None."""
         row = self._conn.execute(
@@ -705,9 +360,9 @@ class RunStore:
         if row is None:
             return None
         payload = json.loads(zlib.decompress(row[1]))
-        return row[0], [_response_from_json(r) for r in payload["responses"]]
+        return row[0], [response_from_json(r) for r in payload["responses"]]
 
-    @_reads
+    @reads
     def logged_requests(self, round_: int, phase: str) -> tuple[list[dict], list] | None:
         """The raw JSON requests and decoded responses of a round, for audits and reports."""
         row = self._conn.execute(
@@ -716,11 +371,11 @@ class RunStore:
         if row is None:
             return None
         payload = json.loads(zlib.decompress(row[0]))
-        return payload["requests"], [_response_from_json(r) for r in payload["responses"]]
+        return payload["requests"], [response_from_json(r) for r in payload["responses"]]
 
     def log_partial(self, round_: int, phase: str, request_sha: str, answered: dict[int, ScoreResult | str]) -> None:
         """Keep the answered requests of a phase whose batch failed, for the resume."""
-        blob = zlib.compress(_json({str(i): _response_to_json(v) for i, v in answered.items()}).encode(), 6)
+        blob = zlib.compress(compact_json({str(i): response_to_json(v) for i, v in answered.items()}).encode(), 6)
         with self._transaction():
             self._conn.execute(_PARTIAL_SCHEMA)
             self._conn.execute("INSERT OR REPLACE INTO partial_responses VALUES (?, ?, ?, ?)",
@@ -730,7 +385,7 @@ class RunStore:
 
     def _partial_digest(self, round_: int, phase: str) -> str:
         h = hashlib.sha256(b"partial")
-        _digest_rows(h, self._conn.execute("SELECT * FROM partial_responses WHERE round = ? AND phase = ?",
+        digest_rows(h, self._conn.execute("SELECT * FROM partial_responses WHERE round = ? AND phase = ?",
                                            (round_, phase)))
         return h.hexdigest()
 
@@ -757,13 +412,13 @@ class RunStore:
                 return {}
             if self.checked and self._check(f"partial:{round_}:{phase}") != self._partial_digest(round_, phase):
                 return {}
-            return {int(i): _response_from_json(v) for i, v in json.loads(zlib.decompress(row[1])).items()}
+            return {int(i): response_from_json(v) for i, v in json.loads(zlib.decompress(row[1])).items()}
         except sqlite3.OperationalError:  # no such table: nothing was ever kept
             return {}
         except (sqlite3.DatabaseError, zlib.error, ValueError, TypeError, KeyError):
             return {}
 
-    @_reads
+    @reads
     def num_logged_requests(self) -> int:
         return int(self._conn.execute("SELECT COALESCE(SUM(n), 0) FROM responses").fetchone()[0])
 
@@ -779,13 +434,13 @@ class RunStore:
             and self._last_state is not None
             and self._last_state[0] == record.round - 1
         ):
-            delta = _state_delta(self._last_state[1], state)
+            delta = state_delta(self._last_state[1], state)
             if delta is not None:
-                kind, blob = "delta", _pack_arrays(delta)
+                kind, blob = "delta", pack_arrays(delta)
         if blob is None:
-            blob = _pack_arrays(state)
+            blob = pack_arrays(state)
         with self._transaction():
-            _disk_full_hook(record.round)
+            disk_full_hook(record.round)
             self._conn.execute(
                 "INSERT INTO rounds (round, queries, queries_spent, num_requests, replayed, started, elapsed, "
                 "metrics, converged, state_kind, pkg_state, sampler_state, convergence_state, predictions) "
@@ -798,20 +453,20 @@ class RunStore:
                     int(record.replayed),
                     record.started,
                     record.elapsed,
-                    _json(record.metrics),
+                    compact_json(record.metrics),
                     int(record.converged),
                     kind,
                     blob,
-                    _json(record.sampler_state),
-                    _json(record.convergence_state),
-                    None if record.predictions is None else _json(record.predictions),
+                    compact_json(record.sampler_state),
+                    compact_json(record.convergence_state),
+                    None if record.predictions is None else compact_json(record.predictions),
                 ),
             )
             self._conn.executemany(
                 "INSERT INTO probes (round, pos, edge, audit, correct, question, answer, detail, predicted, "
                 "inclusion) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (p.round, p.pos, p.edge, int(p.audit), int(p.correct), p.question, p.answer, _json(p.detail),
+                    (p.round, p.pos, p.edge, int(p.audit), int(p.correct), p.question, p.answer, compact_json(p.detail),
                      p.predicted, p.inclusion)
                     for p in record.probes
                 ],
@@ -826,12 +481,12 @@ class RunStore:
         if not self._conn.in_transaction:  # else the round transaction does it after its commit
             self._after_commit()
 
-    @_reads
+    @reads
     def last_round(self) -> int:
         """The last committed round (0 when none)."""
         return int(self._conn.execute("SELECT COALESCE(MAX(round), 0) FROM rounds").fetchone()[0])
 
-    @_reads
+    @reads
     def pkg_state(self, round_: int | None = None) -> dict[str, np.ndarray]:
         """The PKG state after ``round_`` (default: the last committed round)."""
         if round_ is None:
@@ -849,11 +504,11 @@ class RunStore:
             raise StoreError(f"run file {self.path} is missing rounds between {keyframe} and {round_}")
         state: dict[str, np.ndarray] = {}
         for _, kind, blob in rows:
-            arrays = _unpack_arrays(blob)
-            state = arrays if kind == "full" else _apply_delta(state, arrays)
+            arrays = unpack_arrays(blob)
+            state = arrays if kind == "full" else apply_delta(state, arrays)
         return state
 
-    @_reads
+    @reads
     def checkpoint(self) -> Checkpoint | None:
         """The state after the last committed round, or None for a run with no round yet."""
         row = self._conn.execute(
@@ -872,7 +527,7 @@ class RunStore:
             converged=bool(converged),
         )
 
-    @_reads
+    @reads
     def history(self) -> list[dict]:
         """Per-round rows, oldest first: round, queries, queries_spent, elapsed, metrics, …"""
         rows = self._conn.execute(
@@ -890,7 +545,7 @@ class RunStore:
             out.append(d)
         return out
 
-    @_reads
+    @reads
     def probes(self, edge: int | None = None) -> list[ProbeRecord]:
         """Every probe in (round, pos) order, or only those of one edge."""
         sql = "SELECT round, pos, edge, audit, correct, question, answer, detail FROM probes"
@@ -903,7 +558,7 @@ class RunStore:
             ProbeRecord(r, p, e, bool(a), bool(c), q, ans, json.loads(d)) for r, p, e, a, c, q, ans, d in rows
         ]
 
-    @_reads
+    @reads
     def probe_arrays(self) -> dict[str, np.ndarray]:
         """Round, edge, audit and correct columns of every probe as arrays (for estimators).
 
@@ -955,12 +610,12 @@ class RunStore:
 
     def _kg_digest(self) -> str:
         h = hashlib.sha256(b"kg")
-        _digest_rows(h, self._conn.execute("SELECT * FROM kg ORDER BY id"))
+        digest_rows(h, self._conn.execute("SELECT * FROM kg ORDER BY id"))
         return h.hexdigest()
 
     def _responses_digest(self, round_: int, phase: str) -> str:
         h = hashlib.sha256(b"responses")
-        _digest_rows(h, self._conn.execute("SELECT * FROM responses WHERE round = ? AND phase = ?", (round_, phase)))
+        digest_rows(h, self._conn.execute("SELECT * FROM responses WHERE round = ? AND phase = ?", (round_, phase)))
         return h.hexdigest()
 
     def _round_tables(self) -> list[str]:
@@ -984,7 +639,7 @@ class RunStore:
         h = hashlib.sha256(prev.encode())
         for table in self._round_tables():
             h.update(table.encode() + b"#")
-            _digest_rows(h, self._conn.execute(f'SELECT * FROM "{table}" WHERE round = ? ORDER BY rowid', (round_,)))
+            digest_rows(h, self._conn.execute(f'SELECT * FROM "{table}" WHERE round = ? ORDER BY rowid', (round_,)))
         return h.hexdigest()
 
     def verify(self) -> Verification:
@@ -1037,7 +692,7 @@ class RunStore:
 
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         for key, value in sorted(meta.items()):
-            expect(f"meta:{key}", _meta_digest(key, value), "meta", None, f"meta {key!r}")
+            expect(f"meta:{key}", meta_digest(key, value), "meta", None, f"meta {key!r}")
         if checked and meta.get("integrity", INTEGRITY_SCHEME) != INTEGRITY_SCHEME:
             problems.append(Problem("meta", None, f"unknown integrity scheme {meta.get('integrity')!r}"))
         try:
@@ -1093,13 +748,13 @@ class RunStore:
         for row in cursor.fetchall():
             rnd, phase, sha, n, blob = (row[columns.index(c)] for c in ("round", "phase", "request_sha", "n", "data"))
             h = hashlib.sha256(b"responses")
-            _digest_rows(h, [row])
+            digest_rows(h, [row])
             expect(f"responses:{rnd}:{phase}", h.hexdigest(), "responses", rnd, f"the {phase} responses of round {rnd}")
             try:
                 payload = json.loads(zlib.decompress(blob))
                 req = hashlib.sha256()
                 for r in payload["requests"]:
-                    req.update(_json(r).encode())
+                    req.update(compact_json(r).encode())
                     req.update(b"\n")
                 if req.hexdigest() != sha or len(payload["responses"]) != n:
                     raise ValueError("requests do not match their hash")
@@ -1182,7 +837,7 @@ class RunStore:
     def _transaction(self):
         if not self.writable:
             raise StoreError(f"run file {self.path} is open read-only")
-        return _Transaction(self._conn, self.path)
+        return Transaction(self._conn, self.path)
 
     @contextlib.contextmanager
     def round_transaction(self):
@@ -1228,115 +883,8 @@ class RunStore:
             pass  # a busy reader: the next round's checkpoint catches up
         self.check_still_there()
 
-    def _write(self, sql: str, args: Iterable) -> None:
-        with self._transaction():
-            self._conn.execute(sql, tuple(args))
 
-
-class _Transaction:
-    """One write transaction; inside an open one (a round's, :meth:`RunStore.round_transaction`)
-    a savepoint instead, so the block is still all-or-nothing within the outer transaction."""
-
-    def __init__(self, conn: sqlite3.Connection, path: str):
-        self.conn, self.path = conn, path
-        self.nested = False
-
-    def __enter__(self):
-        self.nested = self.conn.in_transaction
-        try:
-            self.conn.execute("SAVEPOINT nested" if self.nested else "BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise _write_error(self.path, exc) from None
-        return self.conn
-
-    def __exit__(self, exc_type, exc, tb):
-        if self.nested:
-            try:
-                self.conn.execute("RELEASE nested" if exc_type is None else "ROLLBACK TO nested")
-                if exc_type is not None:
-                    self.conn.execute("RELEASE nested")
-            except sqlite3.Error as err:
-                if exc_type is None:
-                    raise _write_error(self.path, err) from None
-            if isinstance(exc, sqlite3.Error):
-                raise _write_error(self.path, exc) from None
-            return False
-        if exc_type is None:
-            try:
-                self.conn.execute("COMMIT")
-            except sqlite3.Error as err:
-                self._rollback()
-                raise _write_error(self.path, err) from None
-        else:
-            self._rollback()
-            if isinstance(exc, sqlite3.Error):
-                raise _write_error(self.path, exc) from None
-        return False
-
-    def _rollback(self) -> None:
-        try:
-            self.conn.execute("ROLLBACK")
-        except sqlite3.Error:
-            pass  # SQLite already rolled back (disk full, I/O error)
-
-
-def _disk_full_hook(round_: int) -> None:
-    """:data:`DISK_FULL_ENV`: fail this round's commit as a full disk would."""
-    at = os.environ.get(DISK_FULL_ENV)
-    if at and round_ >= int(at):
-        raise sqlite3.OperationalError("database or disk is full")
-
-
-def _write_error(path: str, exc: sqlite3.Error) -> Exception:
-    """A clear error for a failed write: damaged file (exit 2), else store error (exit 5)."""
-    text = str(exc)
-    if path != ":memory:" and not os.path.exists(path):
-        return StoreError(f"run file {path} was deleted while the run was writing it (SQLite: {text}); "
-                          "the results of this run are lost. Keep the run file in place until the run ends")
-    if "malformed" in text or "not a database" in text:
-        return DamagedFileError(f"run file {path} is damaged: SQLite says {text}; `kgprobe verify {path}` "
-                                "lists the damage", [text])
-    if "full" in text:
-        return StoreError(f"cannot write the run store {path}: the disk is full ({text}). Everything up to the "
-                          f"last finished round is saved; free some space, then `kgprobe resume {path}`")
-    return StoreError(f"cannot write the run store {path}: {text}. Everything up to the last finished round "
-                      f"is saved; fix the cause, then `kgprobe resume {path}`")
-
-
-def _connect(path: str, readonly: bool = False) -> sqlite3.Connection:
-    try:
-        if readonly and path != ":memory:":
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, timeout=30)
-        else:
-            conn = sqlite3.connect(path, isolation_level=None, timeout=30)
-            # WAL: readers (a report while the run goes on) never block the writer, and a
-            # killed writer leaves the file at its last commit. NORMAL sync is durable
-            # against process death; only a power cut can lose the last transactions.
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("PRAGMA busy_timeout=30000")
-    except sqlite3.Error as exc:
-        raise StoreError(f"cannot open the run store {path}: {exc}") from None
-    return conn
-
-
-def _lock(fd: int, path: str) -> None:
-    """Exclusive ``flock`` for the writer's lifetime; released by the kernel if it dies.
-
-    flock locks are independent of SQLite's POSIX record locks on Linux, and the fd is
-    closed only after the SQLite connection (closing another fd of the file while
-    SQLite holds POSIX locks would drop them).
-    """
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise StoreError(
-            f"run file {path} is in use by another kgprobe process; wait for it to finish or stop it"
-        ) from None
-
-
-def _kgprobe_version() -> str:
+def kgprobe_version() -> str:
     from kgprobe import __version__
 
     return __version__
