@@ -2,10 +2,10 @@
 
     python examples/probe_api.py                 # ~2-4 minutes on 2 CPU cores
     python examples/probe_api.py --budget 32     # a quick look
+    python examples/probe_api.py --model tiny-random --budget 32   # random weights: seconds
 
-Thompson sampling picks the edges the model is most likely to get wrong; one edge in
-eight is drawn uniformly instead, which gives an unbiased accuracy estimate for the
-whole KG next to the (deliberately pessimistic) rates over probed edges.
+Every probe is drawn by a known-probability design (the run defaults), which gives an
+unbiased accuracy estimate for the whole KG next to the rates over probed edges.
 """
 
 import argparse
@@ -18,12 +18,13 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--budget", type=int, default=128, help="model queries to spend")
 parser.add_argument("--batch-size", type=int, default=32)
 parser.add_argument("--out", default="runs", help="directory for the run file")
+parser.add_argument("--model", default="default", help="a model spec, as `kgprobe run --model`")
 args = parser.parse_args()
 warnings.simplefilter("ignore")  # e.g. "only 6 wrong options for continent": expected on this KG
 
 run = kgprobe.probe(
     "countries",  # an embedded KG name, a KG file, or a KnowledgeGraph
-    "default",  # SmolLM2-135M; or "hf:...", "vllm:...", "openai:model@http://host/v1", a LanguageModel
+    args.model,  # "default": SmolLM2-135M; or "hf:...", "vllm:...", "openai:model@http://host/v1", a LanguageModel
     method="zp-lke",
     budget=args.budget,
     batch_size=args.batch_size,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sqlite3
 import sys
 
@@ -130,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kgprobe: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader left (`kgprobe export --samples - | head -1`): stop quietly, as a Unix
+        # tool killed by SIGPIPE does; stdout goes to /dev/null so the exit flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except sqlite3.DatabaseError as exc:
         # A safety net: the stores turn SQLite errors into clear errors themselves.
         print(f"kgprobe: error: a run or cache file is damaged or unreadable (SQLite: {exc}); "

@@ -47,10 +47,13 @@ class Comparison:
     """Edges probed by both runs i and j."""
     differences: dict | None = None
     """KG and per-predicate accuracy differences with intervals (:func:`accuracy_differences`)."""
+    baselines: list[dict] | None = None
+    """Per run: its no-knowledge baselines, ``{"kg": {chance, majority, null}, "by_predicate": {…}}``."""
 
     def to_dict(self) -> dict:
         return {"runs": self.names, "metrics": self.metrics, "accuracy_estimates": self.estimates,
-                "eta": self.eta, "common_edges": self.common, "accuracy_differences": self.differences}
+                "eta": self.eta, "common_edges": self.common, "accuracy_differences": self.differences,
+                "baselines": self.baselines}
 
 
 def compare_runs(runs: list[Run], names: list[str] | None = None) -> Comparison:
@@ -78,8 +81,12 @@ def compare_runs(runs: list[Run], names: list[str] | None = None) -> Comparison:
     for r in runs:
         est = r.accuracy_estimate()
         estimates.append(metrics_to_dict(est) if est.n else None)
+    from kgprobe.report import run_baselines
+
+    found = [run_baselines(r) for r in runs]
+    base = [{"kg": b.get("kg"), "by_predicate": b.get("by_predicate", {})} if b else {} for b in found]
     return Comparison(names, [metrics_to_dict(r.metrics) for r in runs], estimates, eta, common,
-                      accuracy_differences(runs, names))
+                      accuracy_differences(runs, names), base)
 
 
 # -- differences of accuracy between runs -------------------------------------------------

@@ -103,6 +103,7 @@ class LiveView:
         self.queries_this_process = 0
         self.seconds_this_process = 0.0
         self._live: Live | None = None
+        self._baselines: dict | None = None
 
     # -- context --------------------------------------------------------------------------
     def __enter__(self):
@@ -268,6 +269,32 @@ class LiveView:
         """The engine's weakest subjects, without those that were never wrong (0 % zero-sense)."""
         return [(eid, m) for eid, m in (self.last.weakest_entities if self.last else []) if m.zero_sense_rate > 0]
 
+    def baselines(self) -> dict:
+        """The run's no-knowledge baselines (:mod:`kgprobe.baselines`), computed once: ``{}``
+        before the run starts or when its probe cannot be built."""
+        if self._baselines is None and self.started is not None:
+            import warnings
+
+            from kgprobe.baselines import baselines
+            from kgprobe.errors import InputError
+
+            cfg = self.started.config
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    self._baselines = baselines(self.kg, cfg.method, cfg.probe_options, seed=cfg.seed)
+            except InputError:
+                self._baselines = {}
+        return self._baselines or {}
+
+    def baseline_of(self, label: str | None = None) -> float | None:
+        """The highest no-knowledge baseline of the predicate labelled ``label`` (None: the KG's)."""
+        found = self.baselines()
+        rows = {r.get("label"): r for r in (found.get("by_predicate") or {}).values()}
+        row = found.get("kg") if label is None else rows.get(label)
+        values = [row.get(k) for k in ("chance", "majority", "null") if row.get(k) is not None] if row else []
+        return max(values) if values else None
+
     def _predicate_label(self, pid: str) -> str:
         p = self.kg.predicates.get(pid)
         return p.label if p else pid
@@ -318,7 +345,7 @@ class LiveView:
         progress = self._progress()
         metrics = self._metrics_table()
         weak = self._weak_tables(width)
-        body = Group(head, progress, status, metrics, weak)
+        body = Group(head, progress, status, metrics, self._metrics_note(), weak)
         title = f"finished ({self.finished.reason})" if self.finished else "probing"
         return Panel(body, title=f"[bold]kgprobe: {title}[/]", title_align="left", border_style="blue", padding=(0, 1))
 
@@ -387,11 +414,18 @@ class LiveView:
                 trend = Text(f"{arrow} {d * 100:+.1f} pt")
             spark = sparkline([getattr(x.metrics, key) for x in self.history])
             table.add_row(label, f"{value:.1%}", trend, spark)
-        if s is not None:
-            table.caption = (f"rates over {s.metrics.probed_edges:,} probed edges\n"
-                             f"{self.estimates_line(s)} (95% CI; * model-based)")
-            table.caption_justify = "left"
         return table
+
+    def _metrics_note(self) -> Text:
+        """What the rates are over and the estimates line, at the panel's full width (a table
+        caption would be wrapped to the narrow metrics table)."""
+        s = self.last
+        if s is None:
+            return Text("")
+        base = self.baseline_of()
+        base_text = "" if base is None else f" · KG no-knowledge baseline {base:.1%}"
+        return Text(f"rates over {s.metrics.probed_edges:,} probed edges{base_text}\n"
+                    f"{self.estimates_line(s)} (95% CI; * model-based)")
 
     def _weak_tables(self, width: int):
         # Side by side at any width: stacked tables would not fit a 24-line terminal.
@@ -400,16 +434,25 @@ class LiveView:
         name_width = max(10, min(40, (width - 4 - 2) // 2 - 19))
         preds = Table(title="weakest predicates", title_justify="left", box=None, padding=(0, 1), pad_edge=False)
         preds.add_column("predicate", overflow="ellipsis", no_wrap=True, max_width=name_width)
-        preds.add_column("win", justify="right", no_wrap=True, min_width=10)
+        # "win (base)": the win rate and, in brackets, the predicate's highest no-knowledge baseline.
+        preds.add_column("win (base)", justify="right", no_wrap=True, min_width=10)
         preds.add_column("edges", justify="right", no_wrap=True, min_width=5)
         for label, m in self.weakest_predicates():
-            preds.add_row(label, f"{m.win_rate:.0%}", str(m.probed_edges))
-        ents = Table(title="weakest entities", title_justify="left", box=None, padding=(0, 1), pad_edge=False)
-        ents.add_column("entity", overflow="ellipsis", no_wrap=True, max_width=name_width)
-        ents.add_column("zero-sense", justify="right", no_wrap=True)
-        ents.add_column("edges", justify="right", no_wrap=True, min_width=5)
-        for eid, m in self.weakest_entities():
-            ents.add_row(self._entity_label(eid), f"{m.zero_sense_rate:.0%}", str(m.probed_edges))
+            base = self.baseline_of(label)
+            preds.add_row(label, f"{m.win_rate:.0%}" + ("" if base is None else f" ({base:.0%})"),
+                          str(m.probed_edges))
+        weak_entities = self.weakest_entities()
+        if weak_entities:
+            ents = Table(title="weakest entities", title_justify="left", box=None, padding=(0, 1), pad_edge=False)
+            ents.add_column("entity", overflow="ellipsis", no_wrap=True, max_width=name_width)
+            ents.add_column("zero-sense", justify="right", no_wrap=True)
+            ents.add_column("edges", justify="right", no_wrap=True, min_width=5)
+            for eid, m in weak_entities:
+                ents.add_row(self._entity_label(eid), f"{m.zero_sense_rate:.0%}", str(m.probed_edges))
+        else:
+            # An empty table would show only its title and header. "None yet": no subject has an
+            # edge answered wrong every time.
+            ents = Text("weakest entities: none yet", no_wrap=True)
         grid = Table.grid(padding=(0, 2))
         grid.add_column()
         grid.add_column()

@@ -41,6 +41,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from kgprobe.settings import RECORDED_WITHOUT
+
 #: Bumped when the meaning of a field changes.
 PROTOCOL_VERSION = 1
 
@@ -348,8 +350,18 @@ def protocol_differences(a: Mapping[str, Any], b: Mapping[str, Any],
     """
     out: list[Difference] = []
     for path in fields:
-        out += _diff(path, field_at(a, path), field_at(b, path))
+        va, vb = field_at(a, path), field_at(b, path)
+        if path == "probe_options":
+            va, vb = _as_recorded(a, va), _as_recorded(b, vb)
+        out += _diff(path, va, vb)
     return out
+
+
+def _as_recorded(proto: Mapping[str, Any], options):
+    """Probe options with those a protocol predates at the value it was made with."""
+    if not isinstance(options, Mapping):
+        return options
+    return {**RECORDED_WITHOUT.get(str(proto.get("method")), {}), **options}
 
 
 def protocol_rows(proto: Mapping[str, Any]) -> list[tuple[str, str]]:

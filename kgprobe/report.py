@@ -41,6 +41,10 @@ from kgprobe.errors import InputError, StoreError
 #: Rows of the entity heatmap and entity table, facts in the weakest list.
 TOP_ENTITIES = 20
 TOP_WEAKEST = 20
+#: Probed edges a subject needs to be listed among the most-probed subjects.
+MIN_ENTITY_EDGES = 2
+#: Lines of a zero-prompt question shown as its "last question" (the asked line last).
+QUESTION_LINES = 4
 
 
 def report_data(run: Run, *, top_entities: int = TOP_ENTITIES, top_weakest: int = TOP_WEAKEST) -> dict:
@@ -56,7 +60,10 @@ def report_data(run: Run, *, top_entities: int = TOP_ENTITIES, top_weakest: int 
     data["max_probes_per_edge"] = int((run.successes + run.failures).max()) if run.kg.num_edges else 0
     data["predicate_active_edges"] = _active_per_predicate(run)
     data["predicate_chance"] = _chance_per_predicate(run)
-    entities = run.by_entity(min_edges=1)
+    data.update(_baselines(run))
+    # Only subjects with two or more probed edges: when each has one, ranking them by
+    # "most probed" would just list names in alphabetical order.
+    entities = run.by_entity(min_edges=MIN_ENTITY_EDGES)
     # One definition of "most probed" (most probed edges, ties by label) for table and heatmap.
     top = most_probed({k: v.probed_edges for k, v in entities.items()}, {}, top_entities)
     data["by_entity"] = {k: metrics_to_dict(entities[k]) for k in top}
@@ -94,6 +101,79 @@ def _probe_phrasings(run: Run) -> tuple[list[dict], dict]:
         "unmarked_identical_questions": unmarked_identical,
     }
     return rows, summary
+
+
+def run_baselines(run: Run) -> dict:
+    """The no-knowledge baselines of a run (:func:`kgprobe.baselines.baselines`) with its
+    stored null-model measurement when one matches its protocol; empty when the probe
+    cannot be built."""
+    import json
+    import warnings
+
+    from kgprobe.baselines import baselines
+
+    cfg = run.config
+    null = json.loads(run.store.meta(NULL_META) or "null")
+    if null and null.get("protocol") != _null_key(run):
+        null = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = baselines(run.kg, cfg.method, cfg.probe_options, seed=cfg.seed, null=null)
+    except InputError:
+        return {}
+    found["null_model"] = (null or {}).get("model")
+    return found
+
+
+def _baselines(run: Run) -> dict:
+    """``predicate_baseline`` (predicate id -> chance, majority, null, …), ``group_baseline``
+    and ``baseline_warnings`` of the run's protocol (:mod:`kgprobe.baselines`)."""
+    from kgprobe.baselines import dominated
+
+    found = run_baselines(run)
+    if not found:
+        return {"predicate_baseline": {}, "group_baseline": {}, "kg_baseline": None, "baseline_warnings": []}
+    probed = np.flatnonzero((run.successes + run.failures) > 0)
+    probed_predicates = {run.kg.predicate_id(int(i)) for i in np.unique(run.kg.predicate_of[probed])}
+    return {
+        "predicate_baseline": found["by_predicate"],
+        "group_baseline": found["by_group"],
+        "kg_baseline": found["kg"],
+        "baseline_warnings": dominated({k: v for k, v in found["by_predicate"].items() if k in probed_predicates}),
+        "null_model": found["null_model"],
+    }
+
+
+#: Run-file meta key of a measured null-model rate (``kgprobe report RUN --null-model``).
+NULL_META = "null_baseline"
+
+
+def _null_key(run: Run) -> dict:
+    """What a null measurement must match to stand for this run: KG, method, probe options."""
+    from kgprobe.store import kg_fingerprint
+
+    return {"kg": kg_fingerprint(run.kg), "method": run.config.method,
+            "probe_options": dict(run.config.probe_options)}
+
+
+def measure_null_baseline(path: str, model, spec: str, *, renderings: int | None = None) -> dict:
+    """Measure the null model's rate per predicate on the run at ``path`` and store it in the run file."""
+    import json
+
+    from kgprobe.baselines import NULL_RENDERINGS, measure_null
+    from kgprobe.inputs import find_run
+    from kgprobe.store import RunStore
+
+    with Run(RunStore.open(find_run(path), writable=False)) as run:
+        cfg = run.config
+        measured = measure_null(model, run.kg, cfg.method, cfg.probe_options, seed=cfg.seed,
+                                renderings=renderings or NULL_RENDERINGS)
+        measured["model"] = spec
+        measured["protocol"] = _null_key(run)
+    with RunStore.open(path, writable=True) as store:
+        store.set_meta(NULL_META, json.dumps(measured, sort_keys=True))
+    return measured
 
 
 def _active_per_predicate(run: Run) -> dict[str, int]:
@@ -238,7 +318,8 @@ def series_groups(history: list[dict]) -> list[tuple[list[str], str]]:
 
 
 def _metric_rows(groups: dict, active: dict | None = None, chance: dict | None = None,
-                 estimates: dict | None = None, *, ranked: bool = True) -> list[list[str]]:
+                 estimates: dict | None = None, *, ranked: bool = True,
+                 baseline: dict | None = None) -> list[list[str]]:
     from kgprobe.estimators import format_estimate
     from kgprobe.ranking import weakest_first
 
@@ -256,6 +337,11 @@ def _metric_rows(groups: dict, active: dict | None = None, chance: dict | None =
                 row.append(_pct(c["mean"]))
             else:
                 row.append(f"{_pct(c['min'])}–{_pct(c['max'])}")
+        if baseline is not None:
+            b = baseline.get(name) or {}
+            if chance is None:
+                row.append(_pct(b.get("chance")))
+            row += [_pct(b.get("majority")), _pct(b.get("null"))]
         row += [_pct(m["win_rate"]), _pct(m["zero_sense_rate"]), _pct(m["all_sense_rate"])]
         if estimates is not None:
             row.append(format_estimate(estimates.get(name)))
@@ -288,8 +374,13 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
     if data.get("prior"):
         pr = data["prior"]
         status.append(["prior (item response)", f"{', '.join(pr['sources'])} ({pr['shared_edges']} shared edges)"])
+    kg_base = data.get("kg_baseline") or {}
     overall = [
         ["KG-level accuracy, unbiased (all active edges)", est_txt],
+        ["no-knowledge baseline: chance / majority / null (docs/baselines.md)",
+         f"{_pct(kg_base.get('chance'))} / {_pct(kg_base.get('majority'))} / {_pct(kg_base.get('null'))}"
+         + ("" if kg_base.get("null") is not None else
+            " (null not measured: kgprobe report RUN --null-model)")],
         ["win rate (probed edges)", _pct(m["win_rate"])],
         ["zero-sense rate (probed edges)", _pct(m["zero_sense_rate"])],
         ["all-sense rate (probed edges)", _pct(m["all_sense_rate"])],
@@ -300,32 +391,46 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
     head = ["", "probed", "win", "zero-sense", "all-sense", "accuracy (95% CI, basis)"]
     by_pred_est = _by_label(data.get("estimates_by_predicate"))
     by_group_est = data.get("estimates_by_group") or {}
+    pred_base = _by_label(data.get("predicate_baseline"))
+    group_base = data.get("group_baseline") or {}
+    for warning in data.get("baseline_warnings") or []:
+        status.append(["warning", warning])
     sections = [
         ("table", "What exactly was measured", ["field", "value"], measured, None),
         ("table", "Run", ["setting", "value"], status, None),
         ("table", "Results", ["metric", "value"], overall, "convergence"),
-        ("table", "Per predicate (lowest win rate first; chance = a random guess's accuracy)",
-         ["predicate", "probed", "active", "chance", "win", "zero-sense", "all-sense", "accuracy (95% CI, basis)"],
+        ("table", "Per predicate (lowest win rate first; chance, majority and null: what a model with no "
+                  "knowledge of the facts scores under this protocol, see docs/baselines.md)",
+         ["predicate", "probed", "active", "chance", "majority", "null", "win", "zero-sense", "all-sense",
+          "accuracy (95% CI, basis)"],
          _metric_rows(data["by_predicate"], data["predicate_active_edges"], data.get("predicate_chance") or {},
-                      by_pred_est),
+                      by_pred_est, baseline=pred_base),
          "by_predicate"),
-        ("table", "Per entity group (of the subject; lowest win rate first)", head,
-         _metric_rows(data["by_group"], None, None, by_group_est), "by_group"),
-        ("table", f"Per entity (the {len(data['by_entity'])} most-probed subjects; ties by name)", head[:5],
-         _metric_rows(data["by_entity"], ranked=False), "heatmap"),
+        ("table", "Per entity group (of the subject; lowest win rate first)",
+         head[:2] + ["chance", "majority", "null"] + head[2:],
+         _metric_rows(data["by_group"], None, None, by_group_est, baseline=group_base), "by_group"),
     ]
+    if data["by_entity"]:
+        sections.append(
+            ("table", f"Per entity (the {len(data['by_entity'])} most-probed subjects with at least "
+                      f"{MIN_ENTITY_EDGES} probed edges; ties by name)", head[:5],
+             _metric_rows(data["by_entity"], ranked=False), "heatmap"))
+    else:
+        sections.append(("table", f"Per entity: no subject has {MIN_ENTITY_EDGES} or more probed edges, so none "
+                                  "is listed (ranking subjects with one probed edge each would only sort names)",
+                         head[:5], [], None))
     weak_rows = []
     for w in data["weakest"]:
         answers = "; ".join(
             f"r{a['round']}: {'✔' if a['correct'] else '✘'} {a['answer']!r}" for a in w["answers"][-3:]
         )
-        question = _tail(w["answers"][-1]["question"]) if w["answers"] else ""
+        question = question_tail(w["answers"][-1]["question"]) if w["answers"] else ""
         weak_rows.append([
             f"({w['subject']}, {w['predicate']}, {w['object']})", f"{w['successes']}/{w['failures']}",
             f"{w['error_estimate']:.2f}", question, answers,
         ])
-    sections.append(("table", "Weakest facts", ["fact", "right/wrong", "error", "last question", "answers"],
-                     weak_rows, None))
+    sections.append(("table", "Weakest facts (answered wrong at least once; highest posterior error first)",
+                     ["fact", "right/wrong", "error", "last question", "answers"], weak_rows, None))
     return sections
 
 
@@ -359,10 +464,20 @@ def captions(data: dict) -> dict[str, str]:
     return out
 
 
-def _tail(text: str, limit: int = 140) -> str:
-    """The end of a long question: a zero-prompt context ends with the subject asked about."""
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else "…" + text[-(limit - 1):]
+def question_tail(text: str, lines: int = QUESTION_LINES, limit: int = 80) -> str:
+    """The end of a question with its lines kept: a zero-prompt context is one example per
+    line and ends with the subject asked about, so its last lines show what was asked.
+    Tabs (between subject and object) become " → " so the pairs stay readable; earlier
+    lines are replaced by "…"; each line is cut to ``limit`` characters."""
+    rows = [ln for ln in str(text).split("\n")]
+    shown = rows[-lines:]
+    out = []
+    for row in shown:
+        row = " → ".join(" ".join(part.split()) for part in row.split("\t"))
+        out.append(row if len(row) <= limit else row[: limit - 1] + "…")
+    if len(rows) > lines:
+        out.insert(0, f"… ({len(rows) - lines} lines before)")
+    return "\n".join(out)
 
 
 def _md_escape(text) -> str:
@@ -379,7 +494,11 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 
 def _md_cell(text: str, limit: int = 160) -> str:
-    text = " ".join(str(text).split())
+    text = str(text)
+    if "\n" in text:
+        # A table cell is one line: the question's lines are joined by a visible mark instead.
+        return " ⏎ ".join(_md_escape(line) for line in text.split("\n"))
+    text = " ".join(text.split())
     text = text if len(text) <= limit else text[: limit - 1] + "…"
     return _md_escape(text)
 
@@ -394,7 +513,7 @@ def render_markdown(data: dict, plot_files: dict[str, str]) -> str:
             out.append("|" + "---|" * len(header))
             out += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
         else:
-            out.append("(nothing probed yet)")
+            out.append(_empty_text(data))
         out.append("")
         if title == "Results":
             out += [RATES_NOTE, ""]
@@ -402,6 +521,10 @@ def render_markdown(data: dict, plot_files: dict[str, str]) -> str:
             out += [f"![{caps[plot]}]({plot_files[plot]})", "", f"*{caps[plot]}*", ""]
     out.append(f"Run file: {_md_escape(data['run'])}")
     return "\n".join(out) + "\n"
+
+
+def _empty_text(data: dict) -> str:
+    return "(none)" if data["metrics"]["probed_edges"] else "(nothing probed yet)"
 
 
 def render_html(data: dict, plots: dict[str, bytes]) -> str:
@@ -423,6 +546,7 @@ def render_html(data: dict, plots: dict[str, bytes]) -> str:
     ]
     return env.get_template("report.html.j2").render(
         title=f"kgprobe report: {data['model']} on {data['kg']['name']}", sections=sections, run=data["run"],
+        empty=_empty_text(data),
     )
 
 

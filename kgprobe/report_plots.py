@@ -25,7 +25,19 @@ def _png(fig) -> bytes:
 
 
 _LABELS = {"win_rate": "win rate", "zero_sense_rate": "zero-sense rate", "all_sense_rate": "all-sense rate"}
-_MARKERS = {"win_rate": "-o", "zero_sense_rate": "-s", "all_sense_rate": "-^"}
+_MARKERS = {"win_rate": "o", "zero_sense_rate": "s", "all_sense_rate": "^"}
+
+
+def series_styles(count: int) -> list[dict]:
+    """Line styles of ``count`` rate series drawn in this order, such that none can hide another.
+
+    Series that differ in some rounds may still coincide in others; each series is drawn
+    wider and fainter than the one after it, with its own dash pattern and hollow markers
+    of decreasing size, so where they overlap every earlier line shows around the later.
+    """
+    dashes = ["-", "--", ":"]
+    return [{"linestyle": dashes[i % 3], "lw": 4.5 - 1.5 * i, "alpha": 0.55 + 0.2 * i, "zorder": 2 + i,
+             "ms": 8 - 2 * i, "mfc": "none"} for i in range(count)]
 
 
 def convergence_plot(history: Sequence[dict], accuracy_history: Sequence[dict] = (),
@@ -42,16 +54,17 @@ def convergence_plot(history: Sequence[dict], accuracy_history: Sequence[dict] =
     fig, ax = plt.subplots(figsize=(7, 3.8))
     q = [h["queries_spent"] for h in history]
     groups = groups or [([k], "") for k in _LABELS]
-    for keys, _why in groups:
+    for (keys, _why), style in zip(groups, series_styles(len(groups))):
         label = " = ".join(_LABELS[k] for k in keys)
-        ax.plot(q, [h["metrics"][keys[0]] for h in history], _MARKERS[keys[0]], ms=3, label=label + " (probed edges)")
+        ax.plot(q, [h["metrics"][keys[0]] for h in history], marker=_MARKERS[keys[0]], **style,
+                label=label + " (probed edges)")
     handles, labels = ax.get_legend_handles_labels()
     if accuracy_history:
         qa = [a["queries_spent"] for a in accuracy_history]
         est = [a["estimate"] for a in accuracy_history]
         lo = [a["low"] for a in accuracy_history]
         hi = [a["high"] for a in accuracy_history]
-        (line,) = ax.plot(qa, est, "--", color="black", lw=1.2, ms=3, marker="D")
+        (line,) = ax.plot(qa, est, "-.", color="black", lw=1.0, ms=3, marker="D", zorder=10)
         band = ax.fill_between(qa, lo, hi, color="gray", alpha=0.2, lw=0)
         handles += [line, Patch(facecolor=band.get_facecolor()[0], alpha=0.2)]
         labels += ["KG accuracy, unbiased (all active edges)", "its 95% interval"]

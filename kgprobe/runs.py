@@ -290,9 +290,11 @@ class Run:
         return self.store.history()
 
     def weakest(self, k: int = 10) -> list[WeakEdge]:
-        """The ``k`` probed edges with the highest posterior error, with every question and answer."""
+        """The ``k`` edges answered wrong at least once with the highest posterior error, with
+        every question and answer (edges never answered wrong are not weak, so a run with
+        few wrong answers lists fewer than ``k``)."""
         s, f = self.successes, self.failures
-        probed = np.flatnonzero((s + f) > 0)
+        probed = np.flatnonzero(f > 0)
         if probed.size == 0:
             return []
         err = (f[probed] + 1.0) / (s[probed] + f[probed] + 2.0)

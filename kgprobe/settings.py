@@ -33,11 +33,21 @@ RUN_DEFAULTS: dict[str, Any] = run_spec.defaults()
 #: makes each fact's prompt several times shorter, which keeps the default run within
 #: minutes on 2 CPU cores (`kgprobe bench throughput` measures the cost). HGP uses the same 19 distractors so that both
 #: multiple-choice methods have the same chance level (5 %) by default. The paper's
-#: protocol: ``--probe-option num_examples=50 --probe-option num_distractors=99``.
+#: protocol: ``--probe-option num_examples=50 --probe-option num_distractors=99
+#: --probe-option examples=paper``. ZP-LKE's examples are balanced over the options so
+#: that the context's object frequencies do not point at the answer (docs/baselines.md).
 METHOD_DEFAULTS: dict[str, dict[str, Any]] = {
-    "zp-lke": {"num_examples": 20, "num_distractors": 19},
-    "zp-lke-gen": {"num_examples": 20},
+    "zp-lke": {"num_examples": 20, "num_distractors": 19, "examples": "balanced"},
+    "zp-lke-gen": {"num_examples": 20, "examples": "balanced"},
     "hgp": {"num_distractors": 19},
+}
+
+#: Probe options added after runs and sweeps were first recorded, with the value a record
+#: that lacks them was made with (the probe class's own default). Reading an older record
+#: against today's defaults would otherwise claim a protocol it was not made with.
+RECORDED_WITHOUT: dict[str, dict[str, Any]] = {
+    "zp-lke": {"examples": "paper"},
+    "zp-lke-gen": {"examples": "paper"},
 }
 
 #: Constructor parameters a probe takes from its method name, not from options.
@@ -119,6 +129,13 @@ def probe_option_defaults(method: str) -> dict[str, Any]:
     out = {k: d for k, (d, allowed) in specs.items() if k not in _IMPLIED_BY_NAME and _recordable(d, allowed)}
     out.update(METHOD_DEFAULTS.get(method, {}))
     return out
+
+
+def recorded_probe_options(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The full probe options of a record (run file, sweep) that stored ``options``:
+    today's defaults, then what records lacking a newer option were made with
+    (:data:`RECORDED_WITHOUT`), then the recorded values."""
+    return {**probe_option_defaults(method), **RECORDED_WITHOUT.get(method, {}), **options}
 
 
 def sampler_option_defaults(sampler: str) -> dict[str, Any]:

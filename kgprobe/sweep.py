@@ -348,10 +348,11 @@ def extension_edges(kg, population: np.ndarray, n: int, seed: int, base: np.ndar
 
 def resolved_probe_options(method: str, options: dict) -> dict:
     """``options`` over every default of ``method``'s probe: a sweep file keeps the options
-    its recording resolved, so options added to the probe since then count at their defaults."""
-    from kgprobe.settings import probe_option_defaults
+    its recording resolved, so options added to the probe since then count at the value
+    such a recording was made with (:func:`kgprobe.settings.recorded_probe_options`)."""
+    from kgprobe.settings import recorded_probe_options
 
-    return {**probe_option_defaults(method), **options}
+    return recorded_probe_options(method, options)
 
 
 def protocol_difference(base: Sweep, *, kg: str, method: str, probe_options: dict) -> tuple[str, object, object] | None:

@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("kg", ("kgprobe.kg",)),
     ("models", ("kgprobe.models",)),
     ("sampling/probes", ("kgprobe.sampling", "kgprobe.probes")),
-    ("settings, estimators, prior, store", ("kgprobe.settings", "kgprobe.estimators", "kgprobe.prior",
+    ("settings, estimators, prior, store", ("kgprobe.settings", "kgprobe.baselines", "kgprobe.estimators", "kgprobe.prior",
                                             "kgprobe.store", "kgprobe.sweep", "kgprobe.inputs")),
     ("engine", ("kgprobe.engine", "kgprobe.protocol", "kgprobe.prior_sources", "kgprobe.simulation")),
     ("runs/live/report", ("kgprobe.live", "kgprobe.runs", "kgprobe.report", "kgprobe.compare", "kgprobe.start")),

@@ -1,4 +1,4 @@
-"""The scoring path of kgprobe before issue 11, kept as the baseline of ``kgprobe bench throughput``.
+"""The scoring path of kgprobe before the prefix-tree packing, kept as the baseline of ``kgprobe bench throughput``.
 
 A frozen copy of the transformers backend's scoring as it was (landed code of
 2026-11-22): one tokenizer call per request (each re-encoding its context), shared-prefix

@@ -163,7 +163,7 @@ def handle_truth(args) -> int:
         "replacement_share": round(replacement / total_draws, 4) if total_draws else 0.0,
         "replacement_draws_by_sampler": dict(result.replacement_draws),
     }
-    # Issue 13: how often the run's 95 % intervals (KG and per predicate) hold this sweep's
+    # How often the run's 95 % intervals (KG and per predicate) hold this sweep's
     # truth at 256 queries with the run defaults (kgprobe.simulation.coverage).
     from kgprobe.simulation.coverage import efficiency_fields
 

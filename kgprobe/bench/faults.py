@@ -290,7 +290,7 @@ def flip_case(i: int, target: str) -> tuple[str, CaseFn]:
 
 
 def metric_digit_case() -> tuple[str, CaseFn]:
-    """The issue's case: one digit of a stored metric changed (0 -> 9) in a finished run."""
+    """The classic case: one digit of a stored metric changed (0 -> 9) in a finished run."""
     def case(b: Bench) -> Outcome:
         path = b.root / "digit.kgrun"
         shutil.copy(b.reference, path)

@@ -14,16 +14,16 @@ rendered by the ZP-LKE probe itself, so with the separators a real run uses):
   = queries answered ÷ wall time (KG loading and model loading excluded).
 
 Every figure is measured twice in the same process, on the same network and device:
-with the current scoring path and with the path before issue 11
+with the current scoring path and with the path before the prefix-tree packing
 (:mod:`kgprobe.bench.baseline_scoring`: one tokenizer call per request, plans and masks
 built in Python loops, logits of every scored token). The old path is timed on the
 first ``--baseline-facts`` facts (its facts/s is a rate, so the count only sets the
 precision); log-probs of both paths are compared on exactly those facts. The end-to-end
 baseline runs the same engine with the old scoring path, so it isolates the scoring
-work (engine changes of issue 11 are in both).
+work (engine changes made with it are in both).
 
 Also reported: tokens/s (tokens run through the network ÷ s), effective TFLOP/s
-(2 × parameters × tokens run ÷ s, the issue's definition), its share of the GPU's dense
+(2 × parameters × tokens run ÷ s, the usual estimate), its share of the GPU's dense
 bf16 peak for GPUs in :data:`BF16_PEAK_TFLOPS`, CPU seconds next to wall seconds, and the
 load average: the machine may be shared, and a load above the thread count means the
 wall-clock figures are slowed by other processes (the CPU-time figures much less so).

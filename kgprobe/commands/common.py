@@ -232,6 +232,12 @@ def print_outcome(run, *, quiet: bool = False) -> None:
     t.add_row("all-sense rate", f"{m.all_sense_rate:.1%}")
     t.add_row("probed edges", str(m.probed_edges))
     t.add_row("KG accuracy (unbiased, 95% CI)", est_txt)
+    from kgprobe.baselines import baseline_text, dominated
+    from kgprobe.report import run_baselines
+
+    found = run_baselines(run)
+    by_label = {row["label"]: row for row in (found.get("by_predicate") or {}).values()}
+    t.add_row("no-knowledge baseline (chance / majority / null)", baseline_text(found.get("kg")))
     out.print(t)
     from kgprobe.ranking import weakest_first
 
@@ -242,6 +248,11 @@ def print_outcome(run, *, quiet: bool = False) -> None:
         w.add_column("win", justify="right")
         w.add_column("zero-sense", justify="right")
         w.add_column("probed", justify="right")
+        w.add_column("baseline chance / majority / null", justify="right")
         for name, pm in weak:
-            w.add_row(name, f"{pm.win_rate:.0%}", f"{pm.zero_sense_rate:.0%}", str(pm.probed_edges))
+            w.add_row(name, f"{pm.win_rate:.0%}", f"{pm.zero_sense_rate:.0%}", str(pm.probed_edges),
+                      baseline_text(by_label.get(name)))
         out.print(w)
+    probed = {pid: row for pid, row in (found.get("by_predicate") or {}).items() if row["label"] in run.by_predicate}
+    for warning in dominated(probed):
+        print(f"kgprobe: warning: {warning}", file=sys.stderr)

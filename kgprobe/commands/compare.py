@@ -5,7 +5,7 @@ B also knows, over the edges both runs probed (ZP-LKE, Table 2).
 
 Runs are compared only when they measured the same thing: the same KG (content hash),
 method and every probe option, sampler and its options, batch size, propagation weight
-and prior (see "What exactly was measured" in the README). Otherwise compare exits with
+and prior (see docs/reports.md, "What exactly was measured"). Otherwise compare exits with
 code 2 naming every difference; --allow-different compares anyway under a banner.
 """
 
@@ -32,6 +32,7 @@ def handle(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from kgprobe.api import open_run
+    from kgprobe.baselines import baseline_text
     from kgprobe.compare import compare_runs
     from kgprobe.errors import InputError
 
@@ -79,12 +80,14 @@ def handle(args: argparse.Namespace) -> int:
     _print_context(out, cmp.names, protocols)
     t = Table(title="rates over each run's probed edges", title_justify="left")
     t.add_column("run")
-    for col in ("probed", "win", "zero-sense", "all-sense", "KG accuracy (unbiased)"):
+    for col in ("probed", "win", "zero-sense", "all-sense", "KG accuracy (unbiased)",
+                "baseline chance / majority / null"):
         t.add_column(col, justify="right")
-    for name, m, est in zip(cmp.names, cmp.metrics, cmp.estimates):
+    baselines = cmp.baselines or [{}] * len(cmp.names)
+    for name, m, est, base in zip(cmp.names, cmp.metrics, cmp.estimates, baselines):
         est_txt = f"{est['estimate']:.1%} [{est['low']:.1%}, {est['high']:.1%}]" if est else "n/a"
         t.add_row(name, str(m["probed_edges"]), f"{m['win_rate']:.1%}", f"{m['zero_sense_rate']:.1%}",
-                  f"{m['all_sense_rate']:.1%}", est_txt)
+                  f"{m['all_sense_rate']:.1%}", est_txt, baseline_text((base or {}).get("kg")))
     out.print(t)
     e = Table(title="subsumption η(row | column): share of facts the row knows that the column also knows "
                     "(edges probed by both)", title_justify="left")
@@ -98,29 +101,33 @@ def handle(args: argparse.Namespace) -> int:
         ]
         e.add_row(f"[{i + 1}] {name}", *cells)
     out.print(e)
-    _print_differences(out, cmp.differences)
+    _print_differences(out, cmp.differences, baselines)
     return 0
 
 
-def _print_differences(out, diffs: dict | None) -> None:
+def _print_differences(out, diffs: dict | None, baselines: list[dict] | None = None) -> None:
     """Accuracy differences with 95 % intervals; * = significant after Holm's correction."""
     from rich.table import Table
+
+    from kgprobe.baselines import baseline_text
 
     if not diffs or not diffs["differences"]:
         return
     t = Table(title=f"accuracy difference A − B (95% CI; * significant at family-wise {diffs['alpha']:.0%} "
                     f"after Holm's correction over {diffs['family_size']} tests)", title_justify="left")
-    for col in ("A − B", "scope", "difference", "test", "p (Holm)"):
+    for col in ("A − B", "scope", "difference", "test", "p (Holm)", "baseline of A chance / majority / null"):
         t.add_column(col, justify="right" if col in ("difference", "p (Holm)") else "left")
     for r in diffs["differences"]:
         pair = f"[{r['pair'][0] + 1}] − [{r['pair'][1] + 1}]"
+        base = (baselines or [{}] * (r["pair"][0] + 1))[r["pair"][0]] or {}
+        scope_base = base.get("kg") if r["scope"] == "KG" else (base.get("by_predicate") or {}).get(r.get("predicate"))
         if not r["tested"]:
-            t.add_row(pair, r["label"], f"n/a ({r['reason']})", "", "")
+            t.add_row(pair, r["label"], f"n/a ({r['reason']})", "", "", baseline_text(scope_base))
             continue
         mark = " *" if r["significant"] else ""
         t.add_row(pair, r["label"],
                   f"{r['difference'] * 100:+.1f} pt [{r['low'] * 100:+.1f}, {r['high'] * 100:+.1f}]{mark}",
-                  r["test"], f"{r['p_holm']:.3g}")
+                  r["test"], f"{r['p_holm']:.3g}", baseline_text(scope_base))
     variances = sorted({f"{r['test']}: {r['variance']}" for r in diffs["differences"] if r["tested"]})
     if variances:
         t.caption = "variance — " + "; ".join(variances)

@@ -13,6 +13,10 @@ def register(subparsers) -> None:
     p.add_argument("--out", help="directory for the report files (default: next to the run file)")
     p.add_argument("--json", action="store_true", help="print the report data as JSON on stdout instead")
     p.add_argument("--output", metavar="PATH", help="write the JSON report data to PATH (implies --json)")
+    p.add_argument("--null-model", nargs="?", const="tiny-random", metavar="MODEL",
+                   help="first measure the null-model baseline: MODEL (default tiny-random, random weights) "
+                        "answers renderings of each predicate's edges under the run's protocol; the rates are "
+                        "stored in the run file and shown next to every accuracy (docs/baselines.md)")
     p.set_defaults(func=handle)
 
 
@@ -36,9 +40,15 @@ def write_output(path: str, text: str) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from kgprobe.api import open_run
+    from kgprobe.api import find_run, open_run
     from kgprobe.report import report_data, write_report
 
+    if args.null_model:
+        from kgprobe.api import resolve_model
+        from kgprobe.report import measure_null_baseline
+
+        model, spec = resolve_model(args.null_model)
+        measure_null_baseline(find_run(args.run), model, spec)
     with open_run(args.run) as run:
         if args.json or args.output:
             text = json.dumps(report_data(run), indent=1, default=str)

@@ -142,6 +142,7 @@ def handle(args: argparse.Namespace) -> int:
     short_warnings()
     # The sweep's own options are not run settings: resolve the shared ones as `run` does.
     own = {k: vars(args).pop(k) for k in SWEEP_OPTIONS if k in vars(args)}
+    explicit = _explicit_probe_options(args)
     settings = settings_from_args(args)
     settings.update(own)
     settings.setdefault("out", DEFAULT_OUT)
@@ -168,6 +169,7 @@ def handle(args: argparse.Namespace) -> int:
             raise InputError("--extend needs --edges N (the size of the grown sample, including the sweep's own "
                              "edges)")
         base = load_sweep(settings["extend"])
+        _inherit_recorded_options(base, settings, explicit)
         _check_extendable(base, settings, kg)
         settings["extend_made_by"] = base.made_by
         edges = extension_edges(kg, population, n, settings["seed"], base.edges_in(kg))
@@ -221,6 +223,31 @@ def handle(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 1
     return _export(path, settings, edges, kg, made_by, passes=passes)
+
+
+def _explicit_probe_options(args: argparse.Namespace) -> set[str]:
+    """Names of the probe options the command line or its config file sets."""
+    from kgprobe.commands.common import load_config_file, parse_kv
+
+    given = vars(args).get("probe_options")
+    keys = set(parse_kv(given, "--probe-option")) if isinstance(given, list) else set()
+    if getattr(args, "config", None):
+        keys |= set(load_config_file(args.config).get("probe_options") or {})
+    return keys
+
+
+def _inherit_recorded_options(base, settings: dict, explicit: set[str]) -> None:
+    """Probe options added since ``base`` was recorded take the value it was recorded with,
+    unless the command sets them: extending a sweep continues its protocol."""
+    from kgprobe.settings import RECORDED_WITHOUT
+    from kgprobe.sweep import resolved_probe_options
+
+    if base.method != settings["method"]:
+        return
+    recorded = resolved_probe_options(base.method, base.probe_options)
+    for key in RECORDED_WITHOUT.get(base.method, {}):
+        if key not in explicit and key in recorded:
+            settings["probe_options"][key] = recorded[key]
 
 
 def _check_extendable(base, settings: dict, kg) -> None:

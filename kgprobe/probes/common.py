@@ -154,10 +154,13 @@ class WarnOnce:
 
 
 def multiple_choice_options(
-    kg: KnowledgeGraph, edge: int, num_distractors: int, rng: np.random.Generator, warn: WarnOnce
-) -> tuple[list[str], int]:
+    kg: KnowledgeGraph, edge: int, num_distractors: int, rng: np.random.Generator, warn: WarnOnce,
+    *, with_ids: bool = False,
+):
     """The gold object's name and up to ``num_distractors`` wrong ones, shuffled; and the
-    gold option's index. Warns (once per predicate) when fewer distractors exist."""
+    gold option's index. Warns (once per predicate) when fewer distractors exist.
+
+    ``with_ids``: (names, entity ids, gold index) instead, from the same draws."""
     t = kg.triple(edge)
     gold = name_of(kg, t.object, edge=edge, role="object")
     distractors = sample_distractors(kg, t.subject, t.predicate, num_distractors, rng)
@@ -169,8 +172,12 @@ def multiple_choice_options(
             f"(asked for {num_distractors}); those facts get fewer options and a higher chance level",
         )
     names = [gold] + [name for _, name in distractors]
+    ids = [t.object] + [cand for cand, _ in distractors]
     order = rng.permutation(len(names))
-    return [names[int(i)] for i in order], int(np.flatnonzero(order == 0)[0])
+    gold_index = int(np.flatnonzero(order == 0)[0])
+    if with_ids:
+        return [names[int(i)] for i in order], [ids[int(i)] for i in order], gold_index
+    return [names[int(i)] for i in order], gold_index
 
 
 def multiple_choice_chance(kg: KnowledgeGraph, edge: int, num_distractors: int) -> float:

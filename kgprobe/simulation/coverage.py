@@ -319,7 +319,7 @@ def run_defaults() -> dict:
     from kgprobe.settings import RUN_DEFAULTS as DEFAULTS
 
     return {"sampler": DEFAULTS["sampler"], "batch": DEFAULTS["batch_size"],
-            "audit_fraction": DEFAULTS["audit_fraction"], "propagation_weight": DEFAULTS["propagation_weight"],
+            "audit_fraction": DEFAULTS["design_fraction"], "propagation_weight": DEFAULTS["propagation_weight"],
             "design_tilt": DEFAULTS.get("design_tilt", 0.0), "prior_design": DEFAULTS.get("prior_design", 0.0),
             "design": DEFAULTS.get("design", "uniform")}
 

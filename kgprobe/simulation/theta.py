@@ -18,8 +18,8 @@ propagation must not hurt much.
 
 Calibration of the default (done before any sampler was tuned; see
 ``calibration_rates``). KGLens Tables 6–7 report, for real models probed ~10 times per
-edge, zero-sense rates of 5.8–56.8 % and all-sense rates of 24.0–83.9 % (the issue
-rounds these to 5–50 % and 25–80 %). The default targets the middle of those ranges —
+edge, zero-sense rates of 5.8–56.8 % and all-sense rates of 24.0–83.9 % (roughly 5–50 % and
+25–80 %). The default targets the middle of those ranges —
 zero-sense ≈ 20 %, all-sense ≈ 50 %, roughly Yi-34B / GPT-3.5 — with 10 probes per
 edge. For a logit-normal θ*, zero-sense = E[θ*¹⁰] and all-sense = E[(1−θ*)¹⁰], which
 depend only on (μ, σ); solving both by Gauss–Hermite quadrature gives μ = −2.82,

@@ -110,10 +110,14 @@ def test_a_sweep_names_its_model_by_name_and_weights_hash():
 def test_merge_counts_options_an_older_file_lacks_at_their_defaults():
     from kgprobe.settings import probe_option_defaults
 
-    # the first default-model recording stored only these two; today's run resolves them all
+    # the first default-model recording stored only these two; today's run resolves them all.
+    # An option added since (the examples' rendering) counts at the value such a recording
+    # was made with (the paper's), not at today's default (balanced).
     base = sweep([1], [[1, 1]], 2, probe_options={"num_examples": 20, "num_distractors": 19})
-    today = {**probe_option_defaults("zp-lke"), "num_examples": 20, "num_distractors": 19}
+    today = {**probe_option_defaults("zp-lke"), "num_examples": 20, "num_distractors": 19, "examples": "paper"}
     merged = merge_sweeps(base, sweep([2], [[1, 0]], 2, probe_options=today), made_by="x")
     assert merged.probe_options == today and merged.edges.tolist() == [1, 2]
     with pytest.raises(InputError, match="its probe_options"):
         merge_sweeps(base, sweep([2], [[1, 0]], 2, probe_options={**today, "pair_sep": " | "}), made_by="x")
+    with pytest.raises(InputError, match="its probe_options"):
+        merge_sweeps(base, sweep([2], [[1, 0]], 2, probe_options={**today, "examples": "balanced"}), made_by="x")

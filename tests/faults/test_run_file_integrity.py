@@ -90,7 +90,7 @@ def test_a_damaged_kg_blob_is_named(finished_run):
 
 
 def test_checksums_cover_columns_added_later(finished_run):
-    """Issues 13/14 add fields: a column added to probes is covered without extra work."""
+    """Later formats add fields: a column added to probes is covered without extra work."""
     conn = sqlite3.connect(finished_run)
     conn.execute("ALTER TABLE probes ADD COLUMN prediction REAL")
     conn.commit()

@@ -1,7 +1,7 @@
 """The verifier against the hand-judged labelled set (≥ 97 % agreement on the whole set).
 
 The set (``kgprobe/probes/data/labelled_answers.jsonl``) holds the first 218 items
-(embedded-KG questions, judged with the gold names only) and the items of issue 14: real
+(embedded-KG questions, judged with the gold names only) and later items: real
 answers of the default model to questions on predicates outside the hand-written
 templates (``data/famous_facts.tsv``) and hand-made answers of the hard classes (longest
 mention, wrong candidates for single- and multi-valued facts, reversals). Each item was

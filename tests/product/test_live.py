@@ -81,11 +81,34 @@ def test_panel_fits_80_and_200_columns(countries):
         assert "continent" not in text  # only 2 probed edges
         assert "France" in text and "100%" in text
         # Every column keeps its header and numbers (rich shrinks the last column first).
-        assert re.search(r"capital\s+40%\s+10\s", text) and re.search(r"France\s+100%\s+3\s", text)
-        assert re.search(r"country calling[^│%]*?\s+10%\s+9\s", text)
+        # Win rate with the predicate's highest no-knowledge baseline in brackets: the
+        # class defaults (100 options, paper examples) on these predicates give 1 %.
+        assert re.search(r"capital\s+40% \(1%\)\s+10\s", text) and re.search(r"France\s+100%\s+3\s", text)
+        assert re.search(r"country calling[^│%]*?\s+10% \(1%\)\s+9\s", text)
         assert re.search(r"Democratic Rep[^│%]*?\s+50%\s+4\s", text)
-        assert re.search(r"win\s+edges\s+entity\s+zero-sense\s+edges", text)
+        assert re.search(r"win \(base\)\s+edges\s+entity\s+zero-sense\s+edges", text)
         assert "16.0 queries/s" in text
+
+
+def test_estimates_line_and_empty_entity_list_at_80_columns(countries):
+    from kgprobe.metrics import KnowledgeMetrics as KM
+
+    console = Console(file=io.StringIO(), width=80, record=True, color_system=None)
+    view = LiveView(countries, mode="live", console=console)
+    feed(view, countries)
+    s = summary(4, 0.55, 0.35, 0.5, 128)
+    view(RoundFinished(RoundSummary(**{**s.__dict__, "weakest_entities": [("Q142", KM(1.0, 0.0, 1.0, 3))]})))
+    console.print(view.render())
+    lines = [line.strip("│ ") for line in console.export_text().splitlines()]
+    # The note under the metrics spans the panel, not the metrics table's 36 columns.
+    assert any(re.fullmatch(r"rates over 120 probed edges · KG no-knowledge baseline \d+\.\d%", line)
+               for line in lines)
+    assert "KG accuracy: n/a (95% CI; * model-based)" in lines
+    # No subject with an edge always answered wrong: one line instead of an empty table,
+    # and the predicates beside it keep every column.
+    assert any(re.fullmatch(r"weakest predicates\s+weakest entities: none yet", line) for line in lines)
+    assert not any("zero-sense" in line and "entity" in line for line in lines)
+    assert any(re.fullmatch(r"capital\s+40% \(1%\)\s+10", line) for line in lines)
 
 
 def test_header_drops_the_weights_hash_only_when_narrow(countries):

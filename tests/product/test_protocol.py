@@ -30,7 +30,9 @@ def _class_defaults(cls) -> dict:
 #: every other default of the probe class (separators, fixed examples, example seed).
 from kgprobe.probes.zp_lke import ZeroPromptProbe  # noqa: E402
 
-ZP_LKE_DEFAULTS = {**_class_defaults(ZeroPromptProbe), "num_examples": 20, "num_distractors": 19}
+# New runs balance the examples over the options; the class default (older records) is the paper's.
+ZP_LKE_DEFAULTS = {**_class_defaults(ZeroPromptProbe), "num_examples": 20, "num_distractors": 19,
+                   "examples": "balanced"}
 
 
 def cli_settings(*argv):

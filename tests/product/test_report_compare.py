@@ -99,13 +99,15 @@ def test_report_numbers(run_a):
     est = data["accuracy_estimate"]
     assert est["n"] == 3 and est["estimate"] == pytest.approx(1 / 3)
     hm = data["heatmap"]
-    assert hm["rows"] == ["France", "Germany", "Paris"]  # 3, 2 and 1 probed edges
-    assert hm["cols"] == ["capital", "currency", "official language", "country"]
-    assert hm["zero_sense"] == [[0.0, 0.0, 0.0, None], [1.0, 1.0, None, None], [None, None, None, 1.0]]
-    assert hm["share"][0][:3] == [1 / 3] * 3 and hm["share"][1][:2] == [0.5, 0.5] and hm["share"][2][3] == 1.0
-    # Posterior error (n+1)/(m+n+2): e6 4/5, e1 3/4, e3 2/3, e2 2/4, e4 2/6, e0 1/4.
+    # 3 and 2 probed edges; Paris (1 probed edge) is not among the "most probed".
+    assert hm["rows"] == ["France", "Germany"] and list(data["by_entity"]) == ["France", "Germany"]
+    assert hm["cols"] == ["capital", "currency", "official language"]
+    assert hm["zero_sense"] == [[0.0, 0.0, 0.0], [1.0, 1.0, None]]
+    assert hm["share"][0] == [1 / 3] * 3 and hm["share"][1][:2] == [0.5, 0.5]
+    # Posterior error (n+1)/(m+n+2): e6 4/5, e1 3/4, e3 2/3, e2 2/4, e4 2/6; e0 (2 right,
+    # never wrong) is not a weak fact, though the list has room for 20.
     weak = data["weakest"]
-    assert [w["edge"] for w in weak] == [6, 1, 3, 2, 4, 0]
+    assert [w["edge"] for w in weak] == [6, 1, 3, 2, 4]
     assert weak[0]["error_estimate"] == pytest.approx(0.8)
     assert (weak[0]["subject"], weak[0]["predicate"], weak[0]["object"]) == ("Paris", "country", "France")
     assert [(a["round"], a["answer"], a["correct"]) for a in weak[0]["answers"]] == [
@@ -118,10 +120,22 @@ def test_report_numbers(run_a):
     # options are the probe class's defaults, which is what such a run was built with.
     proto = data["protocol"]
     assert proto["reconstructed"] is True and proto["method"] == "hard" and proto["batch_size"] == 2
-    assert proto["probe_options"] == {"chat": True, "use_alias": True, "max_tokens_yes_no": 24, "max_tokens_wh": 32}
+    assert proto["probe_options"] == {"chat": True, "use_alias": True, "max_tokens_yes_no": 24, "max_tokens_wh": 32,
+                                      "lang": None}
     assert proto["model"]["identity"] == "model-A" and proto["kg"]["name"] == "hand"
     # "hard" asks yes/no or wh at random: chance 0.25 on every edge.
     assert data["predicate_chance"]["capital"] == {"min": 0.25, "mean": 0.25, "max": 0.25}
+    # No in-context examples to count: the majority rule is a uniform guess (the chance level);
+    # the null model was not measured. Each predicate's objects: capital Paris/Berlin (1/2),
+    # currency Euro twice (2/2), country France (1/1).
+    base = data["predicate_baseline"]
+    assert {k: base["P36"][k] for k in ("chance", "majority", "null", "top_object_share")} == \
+        {"chance": 0.25, "majority": 0.25, "null": None, "top_object_share": 0.5}
+    assert (base["P38"]["top_object"], base["P38"]["top_object_share"]) == ("Euro", 1.0)
+    assert data["kg_baseline"] == {"chance": 0.25, "majority": 0.25, "null": None}
+    assert data["group_baseline"]["city"] == {"chance": 0.25, "majority": 0.25}
+    # Dominated objects are only named for predicates with at least 5 active edges.
+    assert data["baseline_warnings"] == []
 
 
 def test_report_files(run_a, tmp_path):
@@ -129,13 +143,14 @@ def test_report_files(run_a, tmp_path):
         paths = write_report(run, tmp_path / "out")
     md = open(paths["markdown"]).read()
     # Ranked lowest win rate first, each predicate with its chance level (the "hard" mix: 25%).
-    assert "| capital | 2 | 2 | 25.0% | 50.0% | 50.0% | 50.0% |" in md
+    assert "| capital | 2 | 2 | 25.0% | 25.0% | – | 50.0% | 50.0% | 50.0% |" in md
     order = [md.index(f"| {p} |") for p in ("currency", "country", "capital", "official language")]
     assert order == sorted(order)  # win 0% (2 probed), 0% (1 probed), 50%, 100%
     assert md.index("## What exactly was measured") < md.index("## Results")
     assert "| method | hard |" in md
-    assert "| country | 5 | 40.0% | 40.0% | 20.0% |" in md  # per-group table
+    assert "| country | 5 | 25.0% | 25.0% | – | 40.0% | 40.0% | 20.0% |" in md  # per-group table
     assert "(Paris, country, France) | 0/3 | 0.80 |" in md
+    assert "(France, capital, Paris)" not in md  # never answered wrong: not a weak fact
     assert "33.3% (95% CI" in md and "n = 3 design-based probes" in md
     for plot in ("convergence", "by_predicate", "by_group", "heatmap"):
         assert f"a-plots/{plot}.png" in md
