@@ -46,7 +46,7 @@ from kgprobe.store import RunStore, kg_fingerprint
 #: Share of each batch drawn by the design with known inclusion probabilities
 #: (:mod:`kgprobe.sampling.audit`); the one value lives in
 #: :data:`kgprobe.settings.RUN_DEFAULTS` (all of the batch, see the reason there).
-DEFAULT_AUDIT_FRACTION = RUN_DEFAULTS["audit_fraction"]
+DEFAULT_AUDIT_FRACTION = RUN_DEFAULTS["design_fraction"]
 
 
 def with_audit_fraction(sampler: str, options: dict | None, fraction: float | None) -> dict:
@@ -101,6 +101,8 @@ def probe(
     design_tilt: float = DEFAULT,
     prior_design: float = DEFAULT,
     device: str = DEFAULT,
+    design: str = DEFAULT,
+    design_fraction: float | None = DEFAULT,
     workers: int | None = DEFAULT,
     ray_address: str | None = DEFAULT,
 ) -> "Run":
@@ -130,15 +132,22 @@ def probe(
         Return before playing any round; iterate :meth:`Run.rounds` yourself.
     listeners:
         Callables receiving every engine event.
+    audit_fraction:
+        The old name of ``design_fraction``; it still works, with a DeprecationWarning.
     """
     from kgprobe.models.devices import check_device_spec
 
+    if audit_fraction is not DEFAULT:
+        warnings.warn("kgprobe.probe(audit_fraction=...) is now design_fraction=...; the old name still works "
+                      "for now", DeprecationWarning, stacklevel=2)
+        if design_fraction is DEFAULT:
+            design_fraction = audit_fraction
     settings = probe_settings(kg=kg, method=method, budget=budget, batch_size=batch_size, max_rounds=max_rounds,
                               sampler=sampler, seed=seed, convergence=convergence,
                               propagation_weight=propagation_weight, probe_options=probe_options,
-                              sampler_options=sampler_options, audit_fraction=audit_fraction,
-                              design_tilt=design_tilt, prior_design=prior_design, device=device, workers=workers,
-                              ray_address=ray_address)
+                              sampler_options=sampler_options, design_fraction=design_fraction,
+                              design_tilt=design_tilt, prior_design=prior_design, design=design, device=device,
+                              workers=workers, ray_address=ray_address)
     model_options = dict(model_options or {})
     device_given = device is not DEFAULT or "device" in model_options
     if "device" in model_options:  # the same setting as ``device``, recorded alike

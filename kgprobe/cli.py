@@ -13,6 +13,7 @@ import os
 import sqlite3
 import sys
 
+from kgprobe.commands.options import RenamedOption  # noqa: F401  (re-exported: older imports)
 from kgprobe.errors import KgprobeError
 
 #: Subcommand modules, in the order ``kgprobe --help`` lists them.
@@ -82,22 +83,6 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def format_help(self):
         return super().format_help().replace("``", "`")
-
-
-class RenamedOption(argparse.Action):
-    """An old option name kept as an alias: it works, and says what it is called now."""
-
-    def __init__(self, option_strings, dest, new_name: str = "", **kwargs):
-        self.new_name = new_name
-        kwargs.setdefault("help", argparse.SUPPRESS)
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"kgprobe: warning: {option_string} is now {self.new_name}; the old name still works for now",
-              file=sys.stderr)
-        if self.type is None and self.nargs is None and isinstance(values, str) and self.const is not None:
-            values = self.const
-        setattr(namespace, self.dest, values)
 
 
 def _style_help(parser: argparse.ArgumentParser) -> None:

@@ -17,6 +17,7 @@ of them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,78 +106,112 @@ def holm(pvalues: list[float]) -> list[float]:
     return adjusted
 
 
-def _paired(ta, tb) -> bool:
-    """Whether two runs' design probes are the same edges in the same rounds and order."""
+def _floor_pairs(ta, tb) -> tuple[np.ndarray, np.ndarray] | None:
+    """Masks over each run's design probes of the floor draws both runs share, or None.
+
+    Runs with the same seed, KG, batch and budget draw the same floor edges in the same
+    rounds (:mod:`kgprobe.sampling.design`; the whole design for the uniform and stratified
+    designs); those probes compare paired. None when the floors differ.
+    """
     if ta is None or tb is None or ta.edge is None or tb.edge is None:
-        return False
+        return None
     da, db = ta.design, tb.design
     if int(da.sum()) != int(db.sum()) or not da.any():
-        return False
-    return bool(np.array_equal(ta.edge[da], tb.edge[db]) and np.array_equal(ta.round[da], tb.round[db]))
+        return None
+    fa = np.ones(int(da.sum()), bool) if ta.part is None else ta.part[da] == 1
+    fb = np.ones(int(db.sum()), bool) if tb.part is None else tb.part[db] == 1
+    if int(fa.sum()) != int(fb.sum()) or not fa.any():
+        return None
+    same = np.array_equal(ta.edge[da][fa], tb.edge[db][fb]) and np.array_equal(ta.round[da][fa], tb.round[db][fb])
+    return (fa, fb) if same else None
 
 
-def _value(est: dict) -> float:
-    raw = est.get("raw")
-    return est["estimate"] if raw is None else raw
+def _feasible(diff: float, low: float, high: float, est_a: dict, est_b: dict) -> tuple[float, float]:
+    """``[low, high]`` cut to what the two accuracies' own intervals allow (and to [−1, 1])."""
+    lo = max(-1.0, est_a["low"] - est_b["high"], low)
+    hi = min(1.0, est_a["high"] - est_b["low"], high)
+    return min(lo, diff), max(hi, diff)
 
 
-def _difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, group: bool, hits: int = 0,
+def _difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, group: bool, pairs=None,
                 confidence: float = 0.95) -> dict | None:
-    """A − B with a confidence interval and a two-sided p-value; None when not testable."""
-    from scipy.stats import norm
-    from scipy.stats import t as student_t
+    """A − B with a confidence interval and a two-sided p-value; None when not testable.
 
-    from kgprobe.estimators import DESIGN, MIN_DESIGN_PROBES
+    KG: **paired** on the floor draws both runs share (``pairs``, masks over the design
+    probes' scores ``za``, ``zb``): the variance is that of the per-probe differences
+    there plus each run's own over its other (lean) draws, ``(n_F·s²_d + n_A·s²_A +
+    n_B·s²_B)/M²``; **unpaired** otherwise, ``se² = se_A² + se_B²``. Predicates and groups:
+    the MOVER interval (Zou & Donner 2008) built from the two accuracies' own intervals,
+    ``d ∓ sqrt((p_A − l_A)² + (u_B − p_B)²)`` and its mirror, which never leaves the
+    range the two intervals allow. Every interval is cut to that range
+    ``[l_A − u_B, u_A − l_B]`` and to [−100, +100] points.
+    """
+    from scipy.stats import norm
+
+    from kgprobe.estimators import DESIGN
 
     if not est_a or not est_b or est_a.get("basis") != DESIGN or est_b.get("basis") != DESIGN:
         return None
     if est_a.get("estimate") is None or est_b.get("estimate") is None:
         return None
-    # The unclipped (unbiased) values: their difference is the mean of the paired z differences.
-    diff = _value(est_a) - _value(est_b)
-    if za is not None and zb is not None:
-        d = za - zb
-        var = float(d.var(ddof=1)) / d.size if d.size > 1 else float("inf")
-        df = float(max(hits - 1, 1)) if group else float("inf")
-        if group and hits < MIN_DESIGN_PROBES:
-            return None
-        kind = "paired"
+    diff = est_a["estimate"] - est_b["estimate"]
+    q = float(norm.ppf(0.5 + confidence / 2))
+    if group:
+        below = math.hypot(est_a["estimate"] - est_a["low"], est_b["high"] - est_b["estimate"])
+        above = math.hypot(est_a["high"] - est_a["estimate"], est_b["estimate"] - est_b["low"])
+        low, high = diff - below, diff + above
+        se = (above + below) / (2 * q)
+        kind, variance = "unpaired", "MOVER from each side's Korn-Graubard interval"
+    elif za is not None and zb is not None and pairs is not None:
+        fa, fb = pairs
+        d = za[fa] - zb[fb]
+        m = za.size
+
+        def spread(x):
+            return x.size * float(x.var(ddof=1)) if x.size > 1 else 0.0
+
+        var = (spread(d) + spread(za[~fa]) + spread(zb[~fb])) / m ** 2
+        se = math.sqrt(var)
+        low, high = diff - q * se, diff + q * se
+        kind = "paired" if not (~fa).any() else "paired on the shared floor, unpaired on the rest"
+        variance = "per-probe score differences (with-replacement, martingale CLT)"
     else:
         if est_a.get("se") is None or est_b.get("se") is None:
             return None
-        var = est_a["se"] ** 2 + est_b["se"] ** 2
-        df = min(est_a.get("df") or float("inf"), est_b.get("df") or float("inf"))
-        kind = "independent"
-    if not (var > 0 and np.isfinite(var)):
+        se = math.sqrt(est_a["se"] ** 2 + est_b["se"] ** 2)
+        low, high = diff - q * se, diff + q * se
+        kind, variance = "unpaired", "sum of the two runs' variances"
+    if not (se > 0 and math.isfinite(se)):
         return None
-    se = float(np.sqrt(var))
-    dist = norm if not np.isfinite(df) else student_t(df)
-    q = float(dist.ppf(0.5 + confidence / 2))
-    p = float(2 * dist.sf(abs(diff) / se))
-    return {"difference": diff, "low": diff - q * se, "high": diff + q * se, "se": se, "p": p, "test": kind}
+    low, high = _feasible(diff, low, high, est_a, est_b)
+    p = float(2 * norm.sf(abs(diff) / se))
+    return {"difference": diff, "low": low, "high": high, "se": se, "p": p, "test": kind, "variance": variance}
 
 
 def _untested(d, est_a, est_b) -> dict:
     """Why a difference was not tested (empty when it was)."""
-    from kgprobe.estimators import DESIGN
+    from kgprobe.estimators import DESIGN, TOO_FEW
 
     if d is not None:
         return {}
+    if est_a and est_b and TOO_FEW in (est_a.get("basis"), est_b.get("basis")):
+        return {"reason": "too few design probes"}
     if not est_a or not est_b or est_a.get("basis") != DESIGN or est_b.get("basis") != DESIGN:
         return {"reason": "model-based"}
-    return {"reason": "too few design probes or no variation"}
+    return {"reason": "no variation"}
 
 
 def accuracy_differences(runs: list[Run], names: list[str], *, confidence: float = 0.95) -> dict:
     """KG and per-predicate accuracy differences of every pair of runs, Holm-corrected.
 
     Each difference is A − B of the design-based estimates (:mod:`kgprobe.estimators`)
-    with a ``confidence`` interval. **Paired** when the two runs' design probes are the
-    same edges in the same rounds (runs with the same seed and batch draw the same audit
-    edges): the interval comes from the per-probe differences ``z_i(A) − z_i(B)``, which
-    removes the shared edge difficulty. Otherwise **independent**: ``se² = se_A² + se_B²``
-    (conservative when the runs share some probed edges, whose answers correlate
-    positively). Groups with a model-based estimate in either run are not tested.
+    with a ``confidence`` interval (:func:`_difference`). The KG difference is **paired**
+    on the floor draws the runs share (runs with the same seed, KG, batch and budget draw
+    the same floor edges): the per-probe differences ``z_i(A) − z_i(B)`` remove the shared
+    edge difficulty; the rest is unpaired. Each row says which (``test``) and which
+    variance it used (``variance``). Predicates use the MOVER interval from each side's
+    interval; every interval is cut to the range the two accuracies' intervals allow.
+    Groups without a design-based estimate in either run are not tested.
     ``significant`` marks differences whose Holm-adjusted p-value is below
     :data:`ALPHA` over the whole family (every pair × the KG and every predicate).
     """
@@ -188,22 +223,19 @@ def accuracy_differences(runs: list[Run], names: list[str], *, confidence: float
     for i in range(len(runs)):
         for j in range(i + 1, len(runs)):
             ta, tb = tables[i], tables[j]
-            paired = _paired(ta, tb)
+            pairs = _floor_pairs(ta, tb)
+            paired = pairs is not None
             za = zb = None
             if paired:
                 za, zb = design_scores(ta), design_scores(tb)
-            d = _difference(estimates[i]["kg"], estimates[j]["kg"], za, zb, group=False, confidence=confidence)
+            d = _difference(estimates[i]["kg"], estimates[j]["kg"], za, zb, group=False, pairs=pairs,
+                            confidence=confidence)
             rows.append({"a": names[i], "b": names[j], "pair": [i, j], "scope": "KG", "label": "KG", **(d or {}),
                          "tested": d is not None, **_untested(d, estimates[i]["kg"], estimates[j]["kg"])})
             preds = sorted(set(estimates[i]["by_predicate"]) & set(estimates[j]["by_predicate"]))
             for pid in preds:
                 ea, eb = estimates[i]["by_predicate"][pid], estimates[j]["by_predicate"][pid]
-                za = zb = None
-                hits = 0
-                if paired:
-                    za, zb = design_scores(ta, "predicate", pid), design_scores(tb, "predicate", pid)
-                    hits = int((ta.labels["predicate"][ta.design] == pid).sum())
-                d = _difference(ea, eb, za, zb, group=True, hits=hits, confidence=confidence)
+                d = _difference(ea, eb, group=True, confidence=confidence)
                 rows.append({"a": names[i], "b": names[j], "pair": [i, j], "scope": "predicate", "predicate": pid,
                              "label": ea.get("label", pid), **(d or {}), "tested": d is not None,
                              **_untested(d, ea, eb)})

@@ -55,7 +55,7 @@ DEFAULT_MAX_ROUNDS = 60
 
 #: Values of settings a run file written before the setting existed was played with
 #: (the table's default for a new run may differ).
-RECORDED_BEFORE: dict[str, Any] = {"prior_design": 0.0}
+RECORDED_BEFORE: dict[str, Any] = {"prior_design": 0.0, "design": "uniform"}
 
 
 @dataclass
@@ -85,6 +85,7 @@ class EngineConfig:
     sampler_options: dict[str, Any] = field(default_factory=dict)
     design_tilt: float = run_spec.default("design_tilt")
     prior_design: float = run_spec.default("prior_design")
+    design: str = run_spec.default("design")
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> "EngineConfig":
@@ -294,6 +295,9 @@ class Engine:
         #: the whole sweep's schedule (selection, positions, generators) and asks the model
         #: only about its own edges, so its answers are exactly the unsharded sweep's.
         self.probe_only: np.ndarray | None = None
+        #: The stratified or adaptive design across rounds (kgprobe.sampling.design), or None
+        #: (the uniform design, and the samplers whose names promise their own draws).
+        self.design_plan = None
         # The state before round 1, to fall back on when an interrupted first round must be undone.
         self._initial = (pkg.state_dict(), sampler.state_dict(), monitor.state_dict())
         self._needs_reload = False
@@ -331,12 +335,25 @@ class Engine:
             from kgprobe.sampling.audit import prior_design_weights
 
             engine.design_base = prior_design_weights(pkg, item_prior.initial_mean(), config.prior_design)
+        from kgprobe.sampling.audit import UNTILTED_SAMPLERS
+        from kgprobe.sampling.design import DesignPlan
+
+        if config.design != "uniform" and config.sampler not in UNTILTED_SAMPLERS:
+            engine.design_plan = DesignPlan(config.design, engine._labels["predicate"][0],
+                                            engine._labels["group"][0], kg.active, base=engine.design_base)
         engine._restore()
         return engine
 
     def _restore(self) -> None:
         """Load the last committed round's state (or the initial state) into PKG, sampler, monitor."""
         checkpoint = self.store.checkpoint()
+        if self.design_plan is not None:
+            # The floor draws so far set the stratum minimums of the rounds to come.
+            self.design_plan.reset()
+            if checkpoint is not None:
+                probes = self.store.probe_arrays()
+                done = probes["round"] <= checkpoint.round
+                self.design_plan.record(probes["edge"][done], probes["part"][done])
         if checkpoint is None:
             pkg_state, sampler_state, monitor_state = self._initial
             self.pkg.load_state_dict(pkg_state)
@@ -439,25 +456,40 @@ class Engine:
         # model-assisted estimators correct (kgprobe.estimators).
         right, predictions = self._predictions()
         from kgprobe.sampling.audit import audit_inclusion, round_design_weights
+        from kgprobe.sampling.design import FLOOR
 
-        # The design share of the batch: uniform, or weighted by the prior and/or leaning
-        # towards edges predicted wrong, always with known probabilities
-        # (kgprobe.sampling.audit); uniform and brute force stay as named.
-        self.pkg.design_weights = round_design_weights(self.pkg, right, sampler=cfg.sampler, tilt=cfg.design_tilt,
-                                                       base=self.design_base)
+        # The design share of the batch, always drawn with known probabilities: the run's
+        # stratified or adaptive design (kgprobe.sampling.design; its own generators, so the
+        # floor part is the same for every model with this seed), or the uniform design
+        # (weighted by the prior and/or tilted, kgprobe.sampling.audit); uniform and brute
+        # force stay as named.
+        plan = self.design_plan
+        if plan is not None:
+            self.pkg.design = plan.round(right, round_rng(cfg.seed, r, 2), round_rng(cfg.seed, r, 3))
+        else:
+            self.pkg.design_weights = round_design_weights(self.pkg, right, sampler=cfg.sampler,
+                                                           tilt=cfg.design_tilt, base=self.design_base)
         try:
             selection = self.sampler.select(self.pkg, n, round_rng(cfg.seed, r, 0))
             edges = np.asarray(selection.edges, dtype=np.int64)
             audit = np.asarray(selection.audit, dtype=bool)
             inclusion = np.full(edges.size, np.nan)
-            inclusion[audit] = audit_inclusion(self.pkg, int(audit.sum()), edges[audit])
+            parts = np.zeros(edges.size, dtype=np.int64)
+            if plan is not None:
+                inclusion[audit] = self.pkg.design.inclusion(edges[audit])
+                parts[audit] = self.pkg.design.parts(edges[audit])
+            else:
+                inclusion[audit] = audit_inclusion(self.pkg, int(audit.sum()), edges[audit])
+                parts[audit] = FLOOR
         finally:
             self.pkg.design_weights = None
+            self.pkg.design = None
         positions = np.arange(edges.size)
         selected = edges.size
         if self.probe_only is not None:
             mine = self.probe_only[edges]
-            edges, audit, inclusion, positions = edges[mine], audit[mine], inclusion[mine], positions[mine]
+            edges, audit, inclusion, parts, positions = (edges[mine], audit[mine], inclusion[mine], parts[mine],
+                                                         positions[mine])
         attempts = self._attempts(edges)
         tasks: list[ProbeTask] = [
             self.probe.render_attempt(self.kg, int(edge), round_rng(cfg.seed, r, 1, int(positions[i])), attempts[i])
@@ -468,12 +500,13 @@ class Engine:
             cost = np.cumsum([t.num_queries for t in tasks]) if tasks else np.empty(0)
             keep = int(np.searchsorted(cost, remaining, side="right"))
             drawn = int(audit.sum())
-            tasks, edges, audit = tasks[:keep], edges[:keep], audit[:keep]
+            tasks, edges, audit, parts = tasks[:keep], edges[:keep], audit[:keep], parts[:keep]
             inclusion = np.asarray(inclusion, dtype=np.float64)[:keep]
             if int(audit.sum()) < drawn:
                 # The budget ended inside the design share: the kept draws are no longer a
                 # sample with known probabilities, so none of them counts as design-based.
                 audit = np.zeros(keep, dtype=bool)
+                parts = np.zeros(keep, dtype=np.int64)
         if not tasks and not (self.probe_only is not None and selected):
             return None  # a shard's round without any of its edges is still played (and recorded)
 
@@ -498,14 +531,15 @@ class Engine:
             if new_generations:
                 self.store.log_responses(r, "generate", generate_requests, generations)
             _replay_window_hook(r)
-            summary_args = self._finish_round(r, tasks, edges, audit, inclusion, right, predictions, scores,
+            summary_args = self._finish_round(r, tasks, edges, parts, inclusion, right, predictions, scores,
                                               generations, score_requests, generate_requests, replayed_s,
                                               replayed_g, started_wall, t0)
         return self._summarize(r, model_seconds, *summary_args)
 
-    def _finish_round(self, r, tasks, edges, audit, inclusion, right, predictions, scores, generations,
+    def _finish_round(self, r, tasks, edges, parts, inclusion, right, predictions, scores, generations,
                       score_requests, generate_requests, replayed_s, replayed_g, started_wall, t0):
         """Verify, update the PKG, and commit the round (inside the round's transaction)."""
+        audit = parts > 0
         verdicts: list[Verdict] = []
         si = gi = 0
         for task in tasks:
@@ -543,13 +577,15 @@ class Engine:
                 sampler_state=_encode_state(self.sampler.state_dict()),
                 convergence_state=_encode_state(self.monitor.state_dict()),
                 probes=[
-                    ProbeRecord(r, i, int(e), bool(a), bool(v.correct), t.question, v.answer, v.detail,
+                    ProbeRecord(r, i, int(e), int(a), bool(v.correct), t.question, v.answer, v.detail,
                                 float(right[e]), float(pi) if a else None)
-                    for i, (e, a, t, v, pi) in enumerate(zip(edges, audit, tasks, verdicts, inclusion))
+                    for i, (e, a, t, v, pi) in enumerate(zip(edges, parts, tasks, verdicts, inclusion))
                 ],
                 predictions=predictions,
             )
         )
+        if self.design_plan is not None:
+            self.design_plan.record(edges, parts)
         return edges, correct, audit, queries, num_requests, elapsed, replayed, metrics, newly_converged
 
     def _summarize(self, r, model_seconds, edges, correct, audit, queries, num_requests, elapsed, replayed,

@@ -31,18 +31,21 @@ design (``M`` = all design probes), which is the mean over design probes i of::
 
 So ``Â_G = mean_i z_i`` is unbiased, and ``z_i − A_G`` are martingale differences.
 
-The interval. ``Â_G ± q · sqrt(max(s²_z, floor) / M)`` with ``s²_z`` the sample variance
-of the ``z_i``: the with-replacement (Hansen–Hurwitz) variance, which is conservative
-for draws without replacement and for predictions that drift between rounds (the drift
-of ``P̄`` only adds spread to ``z``). For the KG (``G`` = all) ``q`` is the normal quantile
-and there is no floor. For a predicate or group only the ``h`` design probes that fell
-in ``G`` carry its residuals, so with small ``h`` the sample variance is itself noisy:
-``q`` is Student's t with ``h − 1`` degrees of freedom and the variance is floored at
-the model's own predicted value ``(N / N_G) · V̄_G`` (mean of ``ŷ(1 − ŷ)``, the residual
-variance the predictions expect). Such an interval is labelled **design-based**. A group
-with fewer than :data:`MIN_DESIGN_PROBES` design probes gets a **model-based** interval
-instead: Jeffreys' Beta interval from the group's probes (all of them, sampler-chosen
-included), which is right only if the probed edges represent the group.
+The KG interval. ``Â ± q · sqrt(s² / M)`` with ``q`` the normal quantile and ``s²`` the
+sample variance of the ``z_i``: the with-replacement (Hansen–Hurwitz) variance, which is
+conservative for draws without replacement and for predictions that drift between rounds.
+Under the adaptive design (:mod:`kgprobe.sampling.design`: a floor and a lean part per
+round, weighted as in :func:`probe_weights`) the rounds' own variances are summed
+instead (:func:`martingale_variance`; martingale CLT, Zrnic & Candès 2024).
+
+Predicates and entity groups. The ratio (Hájek) estimate of :func:`hajek_estimate`: the
+design-weighted share of right answers among the group's design probes, always in
+[0, 1], with a Korn–Graubard (Clopper–Pearson at the effective sample size) interval. A
+group with fewer than :data:`MIN_DESIGN_PROBES` design probes gets no number (basis
+:data:`TOO_FEW`). Only a run without any design probe falls back on **model-based**
+Jeffreys intervals from the group's probes, which are right only if the probed edges
+represent the group. (:func:`design_estimate` with ``group=True`` is the difference
+estimator for a group, unbiased but not bounded to [0, 1]; reports no longer use it.)
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ from kgprobe.errors import InputError
 MIN_DESIGN_PROBES = 2
 DESIGN = "design-based"
 MODEL = "model-based"
+#: Basis of a group with fewer than :data:`MIN_DESIGN_PROBES` design probes: no number.
+TOO_FEW = "too-few-design-probes"
 
 
 @dataclass(frozen=True)
@@ -88,9 +93,9 @@ class GroupEstimate:
 
     def as_dict(self) -> dict:
         """JSON-able: non-finite numbers (no estimate, no standard error, normal df) become None."""
+        # ``raw`` stays out: an accuracy shown anywhere lies in [0, 1].
         d = {"estimate": self.estimate, "low": self.low, "high": self.high, "n": self.n,
-             "edges": self.edges, "basis": self.basis, "method": self.method, "se": self.se, "df": self.df,
-             "raw": self.raw}
+             "edges": self.edges, "basis": self.basis, "method": self.method, "se": self.se, "df": self.df}
         return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in d.items()}
 
 
@@ -119,11 +124,46 @@ class ProbeTable:
     prior_weight: float | None = None
     """The item-response prior's stacking weight after the last round (:meth:`kgprobe.prior.ItemPrior.stacked`;
     studies only, None without a prior)."""
+    part: np.ndarray | None = None
+    """Design part of each probe (:mod:`kgprobe.sampling.design`: 0 the sampler's choice, 1 floor,
+    2 lean); None: every design probe is of the one part of a uniform or stratified design."""
+
+    def design_weights(self) -> np.ndarray:
+        """ω_i of every design probe (:func:`probe_weights`), in the order of ``correct[design]``."""
+        d = self.design
+        parts = None if self.part is None else self.part[d]
+        return probe_weights(self.inclusion[d], self.round[d], parts, len(self.round_means))
 
 
-def _z_scores(y, yhat, pi, rnd, in_group, m_per_round, mean_pred, n_group) -> np.ndarray:
+def probe_weights(pi, rounds, parts=None, num_rounds: int | None = None) -> np.ndarray:
+    """Each design probe's weight ω_i in its round's estimate of a total, ``Σ_i ω_i·x_i``.
+
+    One part (uniform, stratified): ``ω_i = 1/π_i`` (Horvitz–Thompson). An adaptive round
+    has ``k_F`` floor draws and ``k_L`` lean draws (the lean drawn among the edges not in
+    the floor, ``π`` conditional on it); its estimate is the mix ``(k_F/k)·T̂_F +
+    (k_L/k)·T̂_L`` of the floor's HT estimate and the lean's (the floor edges counted with
+    certainty plus the lean's HT sum over the rest), both unbiased, so::
+
+        ω_i = (k_F/k)/π_i + k_L/k   (floor probe),   ω_i = (k_L/k)/π_i   (lean probe).
+    """
+    pi = np.asarray(pi, dtype=np.float64)
+    rnd = np.asarray(rounds, dtype=np.int64)
+    if parts is None:
+        return 1.0 / pi
+    parts = np.asarray(parts)
+    lean = parts == 2
+    if not lean.any():
+        return 1.0 / pi
+    size = int(num_rounds if num_rounds is not None else (rnd.max() + 1 if rnd.size else 0))
+    k_f = np.bincount(rnd, weights=(~lean).astype(np.float64), minlength=size)[rnd]
+    k_l = np.bincount(rnd, weights=lean.astype(np.float64), minlength=size)[rnd]
+    k = k_f + k_l
+    return np.where(lean, (k_l / k) / pi, (k_f / k) / pi + k_l / k)
+
+
+def _z_scores(y, yhat, omega, rnd, in_group, m_per_round, mean_pred, n_group) -> np.ndarray:
     """z_i of the module docstring for the design probes (all arrays over design probes)."""
-    resid = np.where(in_group, (y - yhat) * m_per_round[rnd] / (n_group * pi), 0.0)
+    resid = np.where(in_group, (y - yhat) * m_per_round[rnd] * omega / n_group, 0.0)
     return mean_pred[rnd] + resid
 
 
@@ -140,6 +180,8 @@ def design_estimate(
     n_total: int | None = None,
     group: bool = False,
     confidence: float = 0.95,
+    parts=None,
+    martingale: bool = False,
 ) -> GroupEstimate:
     """The Horvitz–Thompson difference estimate of one group from its design probes.
 
@@ -173,10 +215,13 @@ def design_estimate(
         nan = float("nan")
         return GroupEstimate(nan, nan, nan, 0, int(n_group), DESIGN, "no-design-probes")
     m_per_round = np.bincount(rnd, minlength=mean_pred.size).astype(np.float64)
-    z = _z_scores(y, yhat, pi, rnd, in_g, m_per_round, mean_pred, float(n_group))
+    omega = probe_weights(pi, rnd, parts, mean_pred.size)
+    z = _z_scores(y, yhat, omega, rnd, in_g, m_per_round, mean_pred, float(n_group))
     est = float(z.mean())
     hits = int(in_g.sum())
     var = float(z.var(ddof=1)) if m > 1 else math.inf
+    if martingale and m > 1:
+        var = martingale_variance(z, rnd, var)
     df = math.inf
     if group:
         if mean_var is None or n_total is None:
@@ -198,23 +243,99 @@ def design_estimate(
                          DESIGN, method, se, df, est)
 
 
-def design_scores(table: ProbeTable, kind: str | None = None, group: str | None = None) -> np.ndarray:
-    """The z_i of every design probe of ``table`` for the KG (``kind=None``) or one group."""
+def martingale_variance(z: np.ndarray, rounds: np.ndarray, pooled: float) -> float:
+    """``M·Var(mean z)`` from the rounds' own spreads: ``Σ_t m_t·s²_t / M``.
+
+    Each round's mean of z is unbiased given the past (a martingale difference once the
+    accuracy is subtracted), so the variance of the run's mean is the sum of the rounds'
+    conditional variances, each estimated by its within-round sample variance; the
+    martingale central limit theorem makes the normal interval valid as rounds accrue
+    (Zrnic & Candès 2024). Rounds with one design probe borrow the pooled variance.
+    Unlike the pooled sample variance it leaves out how the rounds' mean predictions P̄_t
+    moved between rounds, which is not noise of the estimate.
+    """
+    m = z.size
+    total = 0.0
+    for t in np.unique(rounds):
+        zt = z[rounds == t]
+        total += zt.size * (float(zt.var(ddof=1)) if zt.size > 1 else pooled)
+    return total / m
+
+
+def design_scores(table: ProbeTable, mask: np.ndarray | None = None) -> np.ndarray:
+    """The z_i of the KG estimate for every design probe of ``table`` (or those in ``mask``,
+    a boolean over the design probes; the weights stay those of the whole design)."""
     d = table.design
     rounds = len(table.round_means)
     rnd = table.round[d]
     m_per_round = np.bincount(rnd, minlength=rounds).astype(np.float64)
-    if kind is None:
-        sizes = table.group_sizes["predicate"]
-        n_g = sum(sizes.values())
-        mean_pred = np.array([_kg_mean(table.round_means[t]["predicate"], sizes, n_g) for t in range(rounds)])
-        in_g = np.ones(int(d.sum()), bool)
-    else:
-        n_g = table.group_sizes[kind][group]
-        mean_pred = np.array([table.round_means[t][kind].get(group, (math.nan, 0.0))[0] for t in range(rounds)])
-        in_g = table.labels[kind][d] == group
-    return _z_scores(table.correct[d].astype(np.float64), table.predicted[d], table.inclusion[d], rnd, in_g,
-                     m_per_round, mean_pred, float(n_g))
+    sizes = table.group_sizes["predicate"]
+    n_g = sum(sizes.values())
+    mean_pred = np.array([_kg_mean(table.round_means[t]["predicate"], sizes, n_g) for t in range(rounds)])
+    in_g = np.ones(int(d.sum()), bool)
+    z = _z_scores(table.correct[d].astype(np.float64), table.predicted[d], table.design_weights(), rnd, in_g,
+                  m_per_round, mean_pred, float(n_g))
+    return z if mask is None else z[mask]
+
+
+
+def hajek_estimate(y, omega, rounds, in_group, *, n_group: int, confidence: float = 0.95) -> GroupEstimate:
+    """A group's accuracy as a ratio (Hájek) of design-weighted sums, with a Korn–Graubard interval.
+
+    Arrays are over the run's design probes: outcomes ``y``, weights ``omega``
+    (:func:`probe_weights`), 0-based ``rounds``, membership ``in_group``. With round
+    weights ``m_t`` (the round's design draws), probe i weighs ``a_i = m_t·ω_i`` and::
+
+        Â_G = Σ_{i∈G} a_i·y_i / Σ_{i∈G} a_i
+
+    a weighted mean of 0/1 outcomes, so always in [0, 1]. Both sums are unbiased for
+    the group's total and size (each round's design estimates any total without bias), so
+    the ratio is consistent whatever the adaptivity. The interval: the linearized
+    variance ``v = M·s²(a_i·1_G·(y_i − Â)) / (Σ_G a_i)²`` over the ``M`` design probes
+    (the with-replacement approximation), turned into an effective sample size
+    ``n* = Â(1 − Â)/v`` (at most Kish's ``(Σa)²/Σa²``, and Kish's where ``Â`` is 0 or 1
+    or ``v`` is 0), then the Clopper–Pearson interval for ``n*·Â`` successes in ``n*``
+    trials (Korn & Graubard 1998). With equal weights each design probe of the group is
+    a Bernoulli draw with the group's accuracy as its mean, and this is the exact binomial
+    interval. Fewer than :data:`MIN_DESIGN_PROBES` design probes in the group: no
+    estimate (basis :data:`TOO_FEW`).
+    """
+    if not 0 < confidence < 1:
+        raise InputError(f"confidence must lie in (0, 1), got {confidence}")
+    y = np.asarray(y, dtype=np.float64)
+    omega = np.asarray(omega, dtype=np.float64)
+    rnd = np.asarray(rounds, dtype=np.int64)
+    in_g = np.asarray(in_group, bool)
+    if not (y.shape == omega.shape == rnd.shape == in_g.shape) or y.ndim != 1:
+        raise InputError("outcomes, weights, rounds and group flags need one value per design probe")
+    h = int(in_g.sum())
+    nan = float("nan")
+    if h < MIN_DESIGN_PROBES:
+        return GroupEstimate(nan, nan, nan, h, int(n_group), TOO_FEW, "too-few-design-probes")
+    m_t = np.bincount(rnd, minlength=int(rnd.max()) + 1).astype(np.float64)[rnd]
+    a = m_t * omega
+    ag, yg = a[in_g], y[in_g]
+    total = float(ag.sum())
+    p = float(np.dot(ag, yg) / total)
+    p = min(1.0, max(0.0, p))
+    e = np.where(in_g, a * (y - p), 0.0)
+    m = y.size
+    var = float(m * e.var(ddof=1) / total ** 2) if m > 1 else 0.0
+    kish = total ** 2 / float(np.dot(ag, ag))
+    n_eff = kish
+    if 0.0 < p < 1.0 and var > 0:
+        n_eff = min(kish, p * (1 - p) / var)
+    low, high = clopper_pearson(p * n_eff, n_eff, confidence)
+    se = math.sqrt(var) if var > 0 else math.sqrt(p * (1 - p) / n_eff)
+    return GroupEstimate(p, low, high, h, int(n_group), DESIGN, "hajek-korn-graubard", se, n_eff - 1, p)
+
+
+def clopper_pearson(x: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
+    """Clopper–Pearson bounds for ``x`` successes in ``n`` trials (both may be fractional)."""
+    a = (1 - confidence) / 2
+    low = float(beta_dist.ppf(a, x, n - x + 1)) if x > 0 else 0.0
+    high = float(beta_dist.ppf(1 - a, x + 1, n - x)) if x < n else 1.0
+    return low, high
 
 
 def model_interval(successes: int, failures: int, *, n_group: int, confidence: float = 0.95) -> GroupEstimate:
@@ -236,8 +357,12 @@ def kg_estimate(table: ProbeTable, *, confidence: float = 0.95) -> GroupEstimate
     sizes = table.group_sizes["predicate"]
     n_total = sum(sizes.values())
     mean_pred = np.array([_kg_mean(table.round_means[t]["predicate"], sizes, n_total) for t in range(rounds)])
+    parts = None if table.part is None else table.part[d]
+    # The rounds' own variances (martingale CLT) for an adaptive design; the pooled one,
+    # as before it existed, for the uniform and stratified designs (their reports unchanged).
+    adaptive = parts is not None and bool(np.any(parts == 2))
     return design_estimate(table.correct[d], table.predicted[d], table.inclusion[d], table.round[d], mean_pred,
-                           n_group=n_total, confidence=confidence)
+                           n_group=n_total, confidence=confidence, parts=parts, martingale=adaptive)
 
 
 def _kg_mean(means: Mapping[str, Sequence[float]], sizes: Mapping[str, int], n_total: int) -> float:
@@ -248,26 +373,25 @@ def group_estimates(table: ProbeTable, kind: str, *, confidence: float = 0.95,
                     direct: Mapping[str, tuple[int, int]] | None = None) -> dict[str, GroupEstimate]:
     """Accuracy of every group of one kind (``predicate`` or ``group``) with its interval.
 
-    Design-based where the group holds at least :data:`MIN_DESIGN_PROBES` design probes;
-    otherwise model-based from ``direct[g] = (successes, failures)`` of all the group's
+    The ratio estimate of :func:`hajek_estimate` (in [0, 1]) from the group's design
+    probes; a group with fewer than :data:`MIN_DESIGN_PROBES` of them gets no number
+    (basis :data:`TOO_FEW`). Only a run with no design probe at all falls back on
+    model-based intervals from ``direct[g] = (successes, failures)`` of all the group's
     probes (left out when there are none).
     """
     d = table.design
-    labels = table.labels[kind][d]
-    rounds = len(table.round_means)
-    n_total = sum(table.group_sizes[kind].values())
     out: dict[str, GroupEstimate] = {}
+    if not d.any():
+        for g, n_g in table.group_sizes[kind].items():
+            if direct is not None and sum(direct.get(g, (0, 0))) > 0:
+                out[g] = model_interval(*direct[g], n_group=n_g, confidence=confidence)
+        return out
+    labels = table.labels[kind][d]
+    y = table.correct[d].astype(np.float64)
+    omega = table.design_weights()
+    rnd = table.round[d]
     for g, n_g in table.group_sizes[kind].items():
-        in_g = labels == g
-        if int(in_g.sum()) >= MIN_DESIGN_PROBES:
-            means = np.array([table.round_means[t][kind].get(g, (math.nan, math.nan)) for t in range(rounds)])
-            out[g] = design_estimate(table.correct[d], table.predicted[d], table.inclusion[d], table.round[d],
-                                     means[:, 0], mean_var=means[:, 1], n_group=n_g, in_group=in_g,
-                                     n_total=n_total,
-                                     group=True, confidence=confidence)
-        elif direct is not None and sum(direct.get(g, (0, 0))) > 0:
-            s, f = direct[g]
-            out[g] = model_interval(s, f, n_group=n_g, confidence=confidence)
+        out[g] = hajek_estimate(y, omega, rnd, labels == g, n_group=n_g, confidence=confidence)
     return out
 
 
@@ -395,7 +519,7 @@ def table_from_store(store) -> ProbeTable | None:
              for r in range(1, last + 1)]
     design = probes["audit"]
     table = ProbeTable(probes["correct"], design, probes["predicted"], probes["inclusion"], rounds - 1,
-                       per_probe, means, sizes, probes["edge"])
+                       per_probe, means, sizes, probes["edge"], part=probes.get("part"))
     return table
 
 
@@ -456,6 +580,8 @@ def _with_labels(out: dict, kg) -> dict:
 
 def format_estimate(est: Mapping | None) -> str:
     """``"61.2 % [55.0, 67.4] design-based"``-style text of an estimate dict ('n/a' when None)."""
+    if est and est.get("basis") == TOO_FEW:
+        return f"too few design probes ({est.get('n', 0)})"
     if not est or est.get("estimate") is None or not math.isfinite(est["estimate"]):
         return "n/a"
     return f"{est['estimate']:.1%} [{est['low']:.1%}, {est['high']:.1%}] {est['basis']}"

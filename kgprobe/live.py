@@ -192,7 +192,7 @@ class LiveView:
         """The unbiased KG accuracy estimate, e.g. ``61.0% [48.1%, 72.5%] (n=41)``."""
         e = self.estimate
         if e is None:
-            return "n/a (no audit probes yet)"
+            return "n/a (no design probes yet)"
         return f"{e.estimate:.1%} [{e.low:.1%}, {e.high:.1%}] (n={e.n})"
 
     # -- derived numbers --------------------------------------------------------------

@@ -183,7 +183,7 @@ def _active_per_predicate(run: Run) -> dict[str, int]:
 
 
 def _accuracy_history(run: Run) -> list[dict]:
-    """The unbiased KG accuracy estimate as it stood after each round (rounds with audit probes)."""
+    """The unbiased KG accuracy estimate as it stood after each round (rounds with design probes)."""
     out = []
     for h in run.history():
         est = run.accuracy_estimate(up_to_round=h["round"])
@@ -364,7 +364,7 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
     est_txt = (
         f"{est['estimate']:.1%} (95% CI {est['low']:.1%} – {est['high']:.1%}; {est['basis']}, "
         f"{est['method']}, n = {est['n']} design-based probes)"
-        if est else "not available (no design-based audit sample in this run)"
+        if est else "not available (no design probes in this run)"
     )
     measured = [list(r) for r in protocol_rows(data["protocol"])]
     status = [
@@ -438,14 +438,16 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
 RATES_NOTE = (
     "Win, zero-sense and all-sense are rates over the edges probed (chosen by the sampler, which seeks weak "
     "edges), not estimates for the KG. The accuracy estimates are for all active edges of the KG, predicate "
-    "or group: design-based ones are unbiased whatever the sampler did (predictions corrected by the "
-    "design-based probes, weighted by their inclusion probabilities); model-based ones (no or one "
-    "design-based probe in the group) assume the probed edges represent the group."
+    "or group: design-based ones hold whatever the sampler did (the KG's: predictions corrected by the "
+    "design-based probes, weighted by their inclusion probabilities; a predicate's or group's: the "
+    "weighted share of its design-based probes answered right, always in [0, 1]); a predicate or group "
+    "with fewer than two design-based probes gets no number (too few design probes); model-based ones "
+    "(runs without design-based probes) assume the probed edges represent the group."
 )
 
 _CAPTIONS = {
     "convergence": "Rates over probed edges against model queries; the KG-level accuracy (all active edges, "
-    "unbiased, from the audit sample) as it stood after each round, with its 95% interval as a band.",
+    "unbiased, from the design probes) as it stood after each round, with its 95% interval as a band.",
     "by_predicate": "Win rate per predicate, lowest first; black ticks: chance level of a random guess.",
     "by_group": "Win rate per entity group of the subject, lowest first.",
     "heatmap": "The most-probed subjects (same rows as the table). Dot colour: zero-sense rate of the entity's "

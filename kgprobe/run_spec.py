@@ -41,8 +41,8 @@ class Setting:
     ``name`` is the TOML key, the key of the resolved settings and (when ``api`` is true)
     the keyword of :func:`kgprobe.probe`. ``kind`` is the value type: ``"int"``,
     ``"float"``, ``"bool"``, ``"str"``, ``"list[str]"`` or ``"table"``. ``low``/``high``
-    bound numbers (``low_open``: the bound itself is excluded); ``optional``: ``None``
-    (unset) is allowed.
+    bound numbers (``low_open``: the bound itself is excluded); ``choices``: the values a
+    string may take; ``optional``: ``None`` (unset) is allowed.
 
     Command line: ``flag`` (default ``--name-with-dashes``; ``""``: no flag),
     ``aliases`` (old flag names that still work with a warning), ``cli``: how the flag
@@ -67,6 +67,7 @@ class Setting:
     flag: str | None = None
     aliases: tuple[str, ...] = ()
     toml_aliases: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()
     cli: str = "value"
     metavar: str | None = None
     commands: tuple[str, ...] = (RUN,)
@@ -147,8 +148,8 @@ SETTINGS: tuple[Setting, ...] = (
                     "Ray instance."),
     # The best sampler on the recorded real answers (`kgprobe bench efficiency --truth`,
     # docs: samplers on real answers): it needs the fewest queries to find the model's errors.
-    # With the default audit fraction of 1 every probe is a design draw, so the choice
-    # matters once --audit-fraction is below 1 (the propagation weight also shapes the
+    # With the default design fraction of 1 every probe is a design draw, so the choice
+    # matters once --design-fraction is below 1 (the propagation weight also shapes the
     # PKG's predictions the estimators use).
     Setting("sampler", "focus", "str",
             "focus, thompson, kglens-thompson, epsilon-greedy, uniform, brute-force, …", engine=True,
@@ -159,14 +160,27 @@ SETTINGS: tuple[Setting, ...] = (
     # Why all of it: a design-unbiased estimate's variance is about residual variance /
     # design probes, so at the default budget no smaller share keeps the interval on the
     # KG accuracy as narrow (docs: the replay table).
-    Setting("audit_fraction", 1.0, "float",
+    Setting("design_fraction", 1.0, "float",
             "share of each batch drawn by the known-probability design the unbiased estimates rest on "
             "(default 1: every probe; lower it to give the sampler's own choices more, at the price of wider "
-            "intervals)", low=0, high=1,
-            api_doc="Share of each batch drawn by the design with known inclusion probabilities (uniform, or "
-                    "tilted towards edges predicted wrong by ``design_tilt``) that the unbiased estimates rest "
-                    "on; the rest is the sampler's own choice (for samplers that take ``audit_fraction``). "
-                    "Default 1."),
+            "intervals)", low=0, high=1, metavar="SHARE", aliases=("--audit-fraction",),
+            toml_aliases=("audit_fraction",),
+            api_doc="Share of each batch drawn by the design with known inclusion probabilities (see ``design``) "
+                    "that the unbiased estimates rest on; the rest is the sampler's own choice (for samplers "
+                    "that take ``audit_fraction``). Default 1. The old keyword ``audit_fraction`` still works, "
+                    "with a DeprecationWarning."),
+    # Adaptive: each round's draws lean towards edges predicted wrong or uncertain (known
+    # probabilities, a floor shared by every model with the same seed, a minimum of draws
+    # for every predicate and subject group); stratified keeps uniform probabilities with
+    # those minimums. Run files made before these designs resume with "uniform"
+    # (engine.RECORDED_BEFORE). docs/design.md has what each measured.
+    Setting("design", "adaptive", "str",
+            "how design probes are drawn: adaptive (default) leans towards edges predicted wrong or uncertain, "
+            "stratified keeps uniform probabilities, both give every predicate and subject group design "
+            "probes; uniform is a simple random sample (see docs/design.md)",
+            choices=("uniform", "stratified", "adaptive"), engine=True,
+            api_doc="How design probes are drawn (:mod:`kgprobe.sampling.design`): ``\"adaptive\"`` (default), "
+                    "``\"stratified\"`` or ``\"uniform\"``; see docs/design.md."),
     # Run files or recorded sweeps of other models on the same KG (kgprobe.prior).
     Setting("prior", [], "list[str]",
             "run files or recorded sweeps of other models on the same KG: an item-response model of edge "
@@ -309,6 +323,8 @@ def problem(name: str, value: Any, *, key: str | None = None) -> str | None:
         too_high = spec.high is not None and value > spec.high
         if too_low or too_high:
             return f"setting {key!r} must be {_NAMES[spec.kind]} {spec.describe_range()}, not {value!r}"
+    if spec.choices and value not in spec.choices:
+        return f"setting {key!r} must be one of {', '.join(spec.choices)}, not {value!r}"
     if spec.kind == "str" and "\x00" in value:
         return f"setting {key!r} contains a NUL character"
     return None

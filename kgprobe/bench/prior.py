@@ -101,7 +101,7 @@ def _split_halves(sweep):
     return first, second
 
 
-_KEYS = ("abs_error", "within_3pt", "coverage", "ci_halfwidth")
+_KEYS = ("abs_error", "within_3pt", "coverage", "ci_halfwidth", "srs_halfwidth", "design_effect")
 
 
 def _scores(result: dict) -> dict:
@@ -111,8 +111,13 @@ def _scores(result: dict) -> dict:
 def _pooled(rows: list[dict]) -> dict:
     import numpy as np
 
-    return {k: round(float(np.mean([r[k] for r in rows])), 4 if k in ("abs_error", "ci_halfwidth") else 3)
-            for k in _KEYS}
+    out = {}
+    for k in _KEYS:
+        # A truth of 0 or 1 has no SRS half-width and so no design effect: left out of the mean.
+        values = [r[k] for r in rows if r[k] is not None]
+        digits = 4 if k in ("abs_error", "ci_halfwidth", "srs_halfwidth") else 3
+        out[k] = round(float(np.mean(values)), digits) if values else None
+    return out
 
 
 def handle(args) -> int:
@@ -147,11 +152,11 @@ def handle(args) -> int:
             raise InputError(f"--truth {name}: {exc}") from None
     sweeps = on_kg
     sampler = args.sampler or DEFAULTS["sampler"]
-    fraction = DEFAULTS["audit_fraction"] if args.audit_fraction is None else args.audit_fraction
+    fraction = DEFAULTS["design_fraction"] if args.audit_fraction is None else args.audit_fraction
     batch = args.batch or DEFAULTS["batch_size"]
     design = DEFAULTS["prior_design"] if args.prior_design is None else args.prior_design
     common = dict(sampler=sampler, audit_fraction=fraction, budget=args.budget, batch=batch, runs=args.runs,
-                  seed=args.seed, kg=kg, tilt=DEFAULTS.get("design_tilt", 0.0),
+                  seed=args.seed, kg=kg, tilt=DEFAULTS.get("design_tilt", 0.0), design=DEFAULTS["design"],
                   propagation_weight=DEFAULTS["propagation_weight"])
     m = args.budget * fraction
 
@@ -209,6 +214,9 @@ def handle(args) -> int:
         "within_3pt": pooled["within_3pt"],
         "coverage": pooled["coverage"],
         "ci_halfwidth": pooled["ci_halfwidth"],
+        "srs_halfwidth": pooled["srs_halfwidth"],
+        "design_effect": pooled["design_effect"],
+        "design": DEFAULTS["design"],
         "uniform_design": _pooled(loo_uniform),
         "no_prior": _pooled(base),
         "split_half": ({**_pooled(split), "uniform_design": _pooled(split_uniform)} if split else None),

@@ -235,7 +235,7 @@ def print_outcome(run, *, quiet: bool = False) -> None:
 
     m = run.metrics
     est = run.accuracy_estimate()
-    est_txt = f"{est.estimate:.1%} [{est.low:.1%}, {est.high:.1%}] (n={est.n})" if est.n else "n/a (no audit sample)"
+    est_txt = f"{est.estimate:.1%} [{est.low:.1%}, {est.high:.1%}] (n={est.n})" if est.n else "n/a (no design probes)"
     if quiet:
         print(f"win {m.win_rate:.1%}  zero-sense {m.zero_sense_rate:.1%}  all-sense {m.all_sense_rate:.1%}  "
               f"over {m.probed_edges} probed edges; KG accuracy {est_txt}")

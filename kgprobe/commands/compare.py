@@ -128,6 +128,10 @@ def _print_differences(out, diffs: dict | None, baselines: list[dict] | None = N
         t.add_row(pair, r["label"],
                   f"{r['difference'] * 100:+.1f} pt [{r['low'] * 100:+.1f}, {r['high'] * 100:+.1f}]{mark}",
                   r["test"], f"{r['p_holm']:.3g}", baseline_text(scope_base))
+    variances = sorted({f"{r['test']}: {r['variance']}" for r in diffs["differences"] if r["tested"]})
+    if variances:
+        t.caption = "variance — " + "; ".join(variances)
+        t.caption_justify = "left"
     out.print(t)
 
 

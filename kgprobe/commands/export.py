@@ -4,7 +4,7 @@ Like lm-evaluation-harness' ``--log_samples``: each line is one probe (one fact 
 once) with the fact, what the model was shown, what it answered and how it was scored:
 
 ``run``, ``round``, ``pos``, ``audit``
-    where the probe sits in the run (``audit``: drawn uniformly for the unbiased estimate);
+    where the probe sits in the run (``audit``: a design draw with a known inclusion probability, see docs/design.md);
 ``edge``, ``subject``, ``predicate``, ``object``
     the fact: edge index, ids and labels (``{"id": …, "label": …}``);
 ``prompt``

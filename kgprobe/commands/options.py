@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from kgprobe.errors import InputError
 from kgprobe.models.devices import DEVICE_CHOICES, check_device_spec
@@ -26,6 +27,22 @@ def add_device_option(parser, *, default=argparse.SUPPRESS, help_default: str = 
         help=f"where a local model runs: {DEVICE_CHOICES} (default {help_default}: the GPU when "
              "there is one); API backends ignore it",
     )
+
+
+class RenamedOption(argparse.Action):
+    """An old option name kept as an alias: it works, and says what it is called now."""
+
+    def __init__(self, option_strings, dest, new_name: str = "", **kwargs):
+        self.new_name = new_name
+        kwargs.setdefault("help", argparse.SUPPRESS)
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"kgprobe: warning: {option_string} is now {self.new_name}; the old name still works for now",
+              file=sys.stderr)
+        if self.type is None and self.nargs is None and isinstance(values, str) and self.const is not None:
+            values = self.const
+        setattr(namespace, self.dest, values)
 
 
 def _typed(setting: Setting):
@@ -67,8 +84,6 @@ def add_setting_arguments(parser, command: str, *, unset=argparse.SUPPRESS, grou
     run's budget"). With ``groups`` the flags are in the table's ``--help`` sections;
     returns them by name, for a command's own flags.
     """
-    from kgprobe.cli import RenamedOption
-
     sections: dict[str, object] = {}
     for setting in settings_for(command):
         target = parser
@@ -93,6 +108,8 @@ def add_setting_arguments(parser, command: str, *, unset=argparse.SUPPRESS, grou
             kwargs["type"] = typed
         if setting.metavar:
             kwargs["metavar"] = setting.metavar
+        if setting.choices:
+            kwargs["choices"] = setting.choices
         target.add_argument(setting.flag_name, **kwargs)
         for alias in setting.aliases:
             alias_kwargs = {k: v for k, v in kwargs.items() if k not in ("help", "action", "metavar")}

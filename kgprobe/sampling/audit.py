@@ -1,4 +1,10 @@
-"""Shared pieces of every sampler: batch-size checks and the design-based (audit) sample.
+"""Shared pieces of every sampler: batch-size checks and the draws of the design sample.
+
+A run's design (stratified, adaptive) lives in :mod:`kgprobe.sampling.design`; it hands
+its draws out through :func:`draw_audit` when the engine has set ``pkg.design``. This
+module keeps the uniform design (``--design uniform``, and run files made before the
+others) and the drawing machinery both use. ("Audit" is the older name of the design
+sample; the store's column and the samplers' ``audit_fraction`` option keep it.)
 
 The audit sample is what makes an unbiased KG-level accuracy estimate possible despite
 adaptive selection (see :mod:`kgprobe.estimators`): each round, a sampler with
@@ -143,6 +149,8 @@ def inclusion_probabilities(weights: np.ndarray, k: int) -> np.ndarray:
     capped = np.zeros_like(free)
     while True:
         left = k - int(capped.sum())
+        if left == 0 or not (free & ~capped).any():  # every edge that can be drawn is drawn
+            return np.where(capped, 1.0, 0.0)
         scale = left / float(w[free & ~capped].sum())
         trial = np.where(free & ~capped, w * scale, 0.0)
         over = trial > 1.0
@@ -152,16 +160,19 @@ def inclusion_probabilities(weights: np.ndarray, k: int) -> np.ndarray:
         capped |= over
 
 
-def draw_systematic(pi: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def draw_systematic(pi: np.ndarray, rng: np.random.Generator, order: np.ndarray | None = None) -> np.ndarray:
     """Randomized systematic sampling: edge j is drawn with probability exactly ``π_j``.
 
     The edges with ``π > 0`` in a random order, their ``π`` laid end to end on [0, k);
     the points ``u, u + 1, …, u + k − 1`` (``u`` uniform in [0, 1)) pick the edges they
     fall on. Each edge covers an interval of length ``π_j ≤ 1``, so it is picked at most
-    once and with probability ``π_j``; exactly ``k = Σ π`` edges are picked.
+    once and with probability ``π_j``; exactly ``k = Σ π`` edges are picked. ``order``: the
+    edges with ``π > 0`` in the order to lay them out (random when None; an order grouped
+    by stratum gives each stratum the floor or ceiling of its expected draws).
     """
-    cand = np.flatnonzero(pi > 0)
-    order = cand[rng.permutation(cand.size)]
+    if order is None:
+        cand = np.flatnonzero(pi > 0)
+        order = cand[rng.permutation(cand.size)]
     cum = np.cumsum(pi[order])
     u = rng.random()
     # Points u + i in (cum_{j−1}, cum_j]: count of points ≤ cum_j minus those ≤ cum_{j−1}.
@@ -190,6 +201,9 @@ def draw_audit(pkg, k: int, rng: np.random.Generator) -> np.ndarray:
     """
     if k == 0:
         return np.empty(0, dtype=np.int64)
+    design = getattr(pkg, "design", None)
+    if design is not None:  # the run's stratified or adaptive design (kgprobe.sampling.design)
+        return design.draw(k)
     weights = getattr(pkg, "design_weights", None)
     if weights is not None:
         return draw_systematic(inclusion_probabilities(weights, k), rng)

@@ -13,6 +13,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from kgprobe.sampling.audit import audit_count, check_batch_size, check_fraction, draw_audit
+
 
 @dataclass(frozen=True)
 class Selection:
@@ -68,3 +70,24 @@ class Sampler(ABC):
 
     def load_state_dict(self, state: dict) -> None:
         pass
+
+
+class DesignShareSampler(Sampler):
+    """A sampler that takes part of each batch from the run's design and chooses the rest.
+
+    ``audit_fraction`` (the design fraction) of each batch are design draws
+    (:mod:`kgprobe.sampling.design`); :meth:`design_draws` is the shared prologue of
+    :meth:`select`: the checked batch size, the design edges, and the pool the sampler
+    chooses the rest from.
+    """
+
+    def __init__(self, *, audit_fraction: float = 0.1):
+        self.audit_fraction = check_fraction("audit_fraction", audit_fraction)
+
+    def design_draws(self, pkg, n: int, rng: np.random.Generator) -> tuple[int, np.ndarray, np.ndarray]:
+        n = check_batch_size(pkg, n)
+        design = draw_audit(pkg, audit_count(n, self.audit_fraction, rng), rng)
+        pool = pkg.active_edges
+        if design.size:
+            pool = np.setdiff1d(pool, design, assume_unique=True)
+        return n, design, pool

@@ -24,10 +24,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import betainc
 
-from kgprobe.sampling.audit import audit_count, check_batch_size, check_fraction, draw_audit
-from kgprobe.sampling.base import Sampler, Selection
+from kgprobe.sampling.audit import check_batch_size, check_fraction
+from kgprobe.sampling.base import Selection
 from kgprobe.sampling.epsilon_greedy import top_n_by_score
-from kgprobe.sampling.pooled import PooledPosterior
+from kgprobe.sampling.pooled import PooledPosteriorSampler
 
 
 def focus_scores(a: np.ndarray, b: np.ndarray, threshold: float = 0.5) -> np.ndarray:
@@ -38,40 +38,21 @@ def focus_scores(a: np.ndarray, b: np.ndarray, threshold: float = 0.5) -> np.nda
     return betainc(b, a, 1.0 - threshold) * p * (1 - p) / (nu + 1) ** 2
 
 
-class FocusSampler(Sampler):
+class FocusSampler(PooledPosteriorSampler):
     """Greedy expected-variance reduction on likely-weak edges, on the pooled posterior."""
 
     name = "focus"
 
     def __init__(self, *, audit_fraction: float = 0.1, threshold: float = 0.5, refit_growth: float = 1.1):
-        self.audit_fraction = check_fraction("audit_fraction", audit_fraction)
+        super().__init__(audit_fraction=audit_fraction, refit_growth=refit_growth)
         self.threshold = check_fraction("threshold", threshold)
-        self.posterior = PooledPosterior(refit_growth=refit_growth)
-        self._rounds = 0
-
-    def estimate(self, pkg) -> np.ndarray:
-        return self.posterior.estimate(pkg)
-
-    def prior_estimate(self, pkg) -> np.ndarray:
-        return self.posterior.prior_mean(pkg)
 
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
         n = check_batch_size(pkg, n)
-        self.posterior.maybe_fit(pkg)
-        self._rounds += 1
-        audit = draw_audit(pkg, audit_count(n, self.audit_fraction, rng), rng)
-        pool = pkg.active_edges
-        if audit.size:
-            pool = np.setdiff1d(pool, audit, assume_unique=True)
+        self._maybe_fit(pkg)
+        n, audit, pool = self.design_draws(pkg, n, rng)
         a, b = self.posterior(pkg)
         score = np.zeros(pkg.num_edges)
         score[pool] = focus_scores(a[pool], b[pool], self.threshold)
         chosen = top_n_by_score(score, pool, n - audit.size, rng)
         return Selection.audited(audit, chosen)
-
-    def state_dict(self) -> dict:
-        return {**self.posterior.state_dict(), "rounds": self._rounds}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.posterior.load_state_dict(state)
-        self._rounds = int(state["rounds"])

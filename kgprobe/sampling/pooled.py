@@ -36,8 +36,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import betaln
 
-from kgprobe.sampling.audit import audit_count, check_batch_size, check_fraction, draw_audit
-from kgprobe.sampling.base import Sampler, Selection
+from kgprobe.sampling.audit import check_batch_size
+from kgprobe.sampling.base import DesignShareSampler, Selection
 
 _K_GRID = 0.05 * 2.0 ** np.arange(0, 13)  # 0.05 .. 204.8
 _C_GRID = (1.0, 4.0, 16.0)
@@ -123,13 +123,11 @@ class PooledPosterior:
         self._fitted_at = int(state["fitted_at"])
 
 
-class PooledThompsonSampler(Sampler):
-    """Thompson sampling on an empirical-Bayes posterior pooled over neighbours and predicate."""
-
-    name = "pooled-thompson"
+class PooledPosteriorSampler(DesignShareSampler):
+    """The shared parts of the samplers on the pooled posterior: its fit, estimates and state."""
 
     def __init__(self, *, audit_fraction: float = 0.1, refit_growth: float = 1.1):
-        self.audit_fraction = check_fraction("audit_fraction", audit_fraction)
+        super().__init__(audit_fraction=audit_fraction)
         self.posterior = PooledPosterior(refit_growth=refit_growth)
         self._rounds = 0
 
@@ -143,13 +141,23 @@ class PooledThompsonSampler(Sampler):
         self.posterior.maybe_fit(pkg)
         self._rounds += 1
 
+    def state_dict(self) -> dict:
+        return {**self.posterior.state_dict(), "rounds": self._rounds}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.posterior.load_state_dict(state)
+        self._rounds = int(state["rounds"])
+
+
+class PooledThompsonSampler(PooledPosteriorSampler):
+    """Thompson sampling on an empirical-Bayes posterior pooled over neighbours and predicate."""
+
+    name = "pooled-thompson"
+
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
         n = check_batch_size(pkg, n)
         self._maybe_fit(pkg)
-        audit = draw_audit(pkg, audit_count(n, self.audit_fraction, rng), rng)
-        pool = pkg.active_edges
-        if audit.size:
-            pool = np.setdiff1d(pool, audit, assume_unique=True)
+        n, audit, pool = self.design_draws(pkg, n, rng)
         a, b = self.posterior(pkg)
         draws = rng.beta(a[pool], b[pool])
         k = n - audit.size
@@ -159,10 +167,3 @@ class PooledThompsonSampler(Sampler):
         else:
             chosen = np.empty(0, dtype=np.int64)
         return Selection.audited(audit, chosen)
-
-    def state_dict(self) -> dict:
-        return {**self.posterior.state_dict(), "rounds": self._rounds}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.posterior.load_state_dict(state)
-        self._rounds = int(state["rounds"])

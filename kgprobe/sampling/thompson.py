@@ -48,7 +48,7 @@ import numpy as np
 from scipy.special import betainc, betaincinv, betainccinv
 
 from kgprobe.sampling.audit import audit_count, check_batch_size, check_fraction, draw_audit
-from kgprobe.sampling.base import Sampler, Selection
+from kgprobe.sampling.base import DesignShareSampler, Sampler, Selection
 from kgprobe.sampling.beta_bins import DEAD, bin_corners, ensure_bins
 
 _TWO32 = float(2**32)
@@ -202,7 +202,7 @@ def rank_weak(draws: np.ndarray, gain: np.ndarray, pool: np.ndarray, n: int, rng
     return pool[order]
 
 
-class ThompsonSampler(Sampler):
+class ThompsonSampler(DesignShareSampler):
     """kgprobe's Thompson sampling on two learned posteriors, weighed by how well each predicted.
 
     Two empirical-Bayes models of θ, both fitted to the run's own answers:
@@ -238,7 +238,7 @@ class ThompsonSampler(Sampler):
         from kgprobe.sampling.evidence import EvidencePosterior
         from kgprobe.sampling.npmle import GridPosterior
 
-        self.audit_fraction = check_fraction("audit_fraction", audit_fraction)
+        super().__init__(audit_fraction=audit_fraction)
         self.threshold = check_fraction("threshold", threshold)
         self.posterior = EvidencePosterior(refit_growth=refit_growth)
         self.grid = GridPosterior(refit_growth=refit_growth)
@@ -286,10 +286,7 @@ class ThompsonSampler(Sampler):
         self._absorb(pkg)
         self.posterior.maybe_fit(pkg)
         self.grid.maybe_fit(pkg)
-        audit = draw_audit(pkg, audit_count(n, self.audit_fraction, rng), rng)
-        pool = pkg.active_edges
-        if audit.size:
-            pool = np.setdiff1d(pool, audit, assume_unique=True)
+        n, audit, pool = self.design_draws(pkg, n, rng)
         w = self.model_weights()
         f = pkg.failures[pool].astype(np.float64)
         s = pkg.successes[pool].astype(np.float64)

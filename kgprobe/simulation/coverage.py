@@ -16,8 +16,9 @@ Estimators scored:
 
 * ``ht-difference`` — :func:`kgprobe.estimators.kg_estimate` (design-unbiased,
   model-assisted; what a run reports);
-* ``audit-wilson`` — the plain mean of the audit probes with a Wilson interval (what
-  kgprobe reported before; unbiased, ignores the predictions).
+* ``audit-wilson`` — the plain mean of the design probes with a Wilson interval (what
+  kgprobe reported before; unbiased only under the uniform design, biased towards the
+  edges an adaptive design leans on).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 
 from kgprobe.errors import InputError
 from kgprobe.estimators import (
-    MODEL,
+    DESIGN,
     ProbeTable,
     group_estimates,
     kg_estimate,
@@ -104,10 +105,17 @@ def replay_setup(sweep, kg=None) -> dict[str, Any]:
 
 def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, budget: int, batch: int,
                  seed: int, propagation_weight: float = 1.0, item_prior=None, tilt: float = 0.0,
-                 prior_design: float = 0.0) -> ProbeTable:
-    """One replayed run; the :class:`ProbeTable` the engine would have recorded."""
+                 prior_design: float = 0.0, design: str = "uniform", oracle=None) -> ProbeTable:
+    """One replayed run; the :class:`ProbeTable` the engine would have recorded.
+
+    ``design``: how design probes are drawn (:mod:`kgprobe.sampling.design`); the floor
+    and lean parts use generators of their own, seeded by ``seed`` and the round as the
+    engine's are, so replays of two sweeps with the same seed share the floor draws.
+    """
     from kgprobe.kg.parameterized import ParameterizedKG
     from kgprobe.sampling import make_sampler
+    from kgprobe.sampling.audit import UNTILTED_SAMPLERS
+    from kgprobe.sampling.design import FLOOR, DesignPlan
 
     pkg = ParameterizedKG(setup["heads"], setup["tails"], setup["active"], predicates=setup["predicates"],
                           propagation_weight=propagation_weight)
@@ -116,9 +124,14 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
         item_prior.start(pkg)
         base = prior_design_weights(pkg, item_prior.initial_mean(), prior_design)
     smp = make_sampler(sampler, **sampler_options)
-    oracle = make_oracle(sweep, seed)
+    plan = None
+    if design != "uniform" and sampler not in UNTILTED_SAMPLERS:
+        plan = DesignPlan(design, setup["labels"]["predicate"][0], setup["labels"]["group"][0], setup["active"],
+                          base=base)
+    oracle = make_oracle(sweep, seed) if oracle is None else oracle
     rng = np.random.default_rng([seed, 5])
-    cols: dict[str, list] = {k: [] for k in ("correct", "design", "predicted", "inclusion", "round", "edge")}
+    cols: dict[str, list] = {k: [] for k in ("correct", "design", "predicted", "inclusion", "round", "edge",
+                                             "part")}
     means = []
     spent, t = 0, 0
     while spent < budget:
@@ -126,14 +139,26 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
         right = round_predictions(pkg, smp, item_prior)
         means.append({kind: round_means(right, lab, setup["active"], names)
                       for kind, (lab, names) in setup["labels"].items()})
-        pkg.design_weights = round_design_weights(pkg, right, sampler=sampler, tilt=tilt, base=base)
+        if plan is not None:
+            pkg.design = plan.round(right, np.random.default_rng([seed, t, 2]), np.random.default_rng([seed, t, 3]))
+        else:
+            pkg.design_weights = round_design_weights(pkg, right, sampler=sampler, tilt=tilt, base=base)
         sel = smp.select(pkg, n, rng)
         audit = np.asarray(sel.audit, bool)
         inclusion = np.full(sel.edges.size, np.nan)
-        inclusion[audit] = audit_inclusion(pkg, int(audit.sum()), sel.edges[audit])
+        part = np.zeros(sel.edges.size, dtype=np.int64)
+        if plan is not None:
+            inclusion[audit] = pkg.design.inclusion(sel.edges[audit])
+            part[audit] = pkg.design.parts(sel.edges[audit])
+            plan.record(sel.edges, part)
+        else:
+            inclusion[audit] = audit_inclusion(pkg, int(audit.sum()), sel.edges[audit])
+            part[audit] = FLOOR
         pkg.design_weights = None
+        pkg.design = None
         ok = np.asarray(oracle.answer(sel.edges), dtype=bool)
         cols["correct"].append(ok)
+        cols["part"].append(part)
         cols["design"].append(audit)
         cols["predicted"].append(right[sel.edges])
         cols["inclusion"].append(inclusion)
@@ -148,7 +173,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     final, weight = weighed_predictions(pkg, smp, item_prior)
     return ProbeTable(arr["correct"], arr["design"], arr["predicted"].astype(np.float64), arr["inclusion"],
                       arr["round"], labels, means, setup["sizes"], arr["edge"],
-                      float(final[setup["active"]].mean()), weight)
+                      float(final[setup["active"]].mean()), weight, arr["part"])
 
 
 def _direct_counts(table: ProbeTable, kind: str) -> dict[str, tuple[int, int]]:
@@ -178,6 +203,7 @@ def replay_coverage(
     kg=None,
     tilt: float = 0.0,
     prior_design: float = 0.0,
+    design: str = "uniform",
 ) -> dict:
     """Coverage and half-width of the accuracy intervals over ``runs`` replayed runs.
 
@@ -201,10 +227,12 @@ def replay_coverage(
     prior_weights: list[float] = []
     weak_probes: list[float] = []
     weak_found: list[int] = []
+    design_probes: list[int] = []
+    outside = 0  # group estimates outside [0, 1] (there should be none)
     for r in range(runs):
         table = simulate_run(setup, sweep, sampler=sampler, sampler_options=opts, budget=budget, batch=batch,
                              seed=seed * 100_003 + r, propagation_weight=propagation_weight, item_prior=item_prior,
-                             tilt=tilt, prior_design=prior_design)
+                             tilt=tilt, prior_design=prior_design, design=design)
         est = kg_estimate(table, confidence=confidence)
         model_based.append(table.final_mean)
         if table.prior_weight is not None:
@@ -214,6 +242,7 @@ def replay_coverage(
         weak_found.append(int(np.unique(table.edge[weak]).size))
         d = table.design
         k, n = int(table.correct[d].sum()), int(d.sum())
+        design_probes.append(n)
         lo, hi = wilson_interval(k, n, confidence)
         for name, (e, low, high) in (("ht-difference", (est.estimate, est.low, est.high)),
                                      ("audit-wilson", (k / n if n else math.nan, lo, hi))):
@@ -229,9 +258,11 @@ def replay_coverage(
                     st["model"].append(True)
                     continue
                 st["covered"].append(bool(ge.low <= truth[kind][g] <= ge.high))
-                st["model"].append(ge.basis == MODEL)
+                st["model"].append(ge.basis != DESIGN)
+                if not 0.0 <= ge.estimate <= 1.0:
+                    outside += 1
     out: dict[str, Any] = {"truth": round(truth["kg"], 4), "runs": runs, "budget": budget, "batch": batch,
-                           "sampler": sampler, "sampler_options": opts, "design_tilt": tilt,
+                           "sampler": sampler, "sampler_options": opts, "design_tilt": tilt, "design": design,
                            "prior_design": prior_design if item_prior is not None else None}
     for name, st in kg_stats.items():
         e = np.asarray(st["est"], dtype=np.float64)
@@ -243,6 +274,13 @@ def replay_coverage(
             "abs_error": round(float(np.nanmean(np.abs(e - truth["kg"]))), 4),
             "within_3pt": round(float(np.mean(np.abs(e - truth["kg"]) <= 0.03)), 3),
         }
+        # What simple random sampling of as many design probes gives at the true accuracy p,
+        # 1.96·sqrt(p(1 − p)/n), and the design effect: the squared ratio of the half-widths
+        # (a variance ratio; below 1, the design and the predictions bought precision).
+        n_design = float(np.mean(design_probes))
+        srs = 1.959964 * math.sqrt(truth["kg"] * (1 - truth["kg"]) / n_design) if n_design else math.nan
+        out[name]["srs_halfwidth"] = round(srs, 4)
+        out[name]["design_effect"] = round((out[name]["ci_halfwidth"] / srs) ** 2, 3) if srs > 0 else None
     # How much the prior's predictions counted against the run's own at the end (mean over runs).
     out["prior_weight"] = round(float(np.mean(prior_weights)), 3) if prior_weights else None
     # The predictions' own mean after the run: model-based, no interval (tinyBenchmarks-style).
@@ -257,6 +295,7 @@ def replay_coverage(
     out["bernoulli_variance"] = round(float(np.mean(theta * (1 - theta))), 4)
     # What the blind-spot search got: share of probes on edges the model gets wrong more
     # often than not (θ > ½), and how many such edges a run probed at least once.
+    out["group_estimates_outside_unit"] = outside
     out["weak_probe_share"] = round(float(np.mean(weak_probes)), 3)
     out["weak_edges_found"] = round(float(np.mean(weak_found)), 1)
     out["weak_edges"] = int(np.sum(theta > 0.5))
@@ -268,7 +307,8 @@ def replay_coverage(
             "min": round(float(vals.min()), 3),
             "target": predicate_target,
             "per_label": {g: round(c, 3) for g, c in cov.items()},
-            "model_based_share": {g: round(float(np.mean(st["model"])), 3) for g, st in per.items()},
+            # Share of runs in which the label had no design-based interval (too few design probes).
+            "no_interval_share": {g: round(float(np.mean(st["model"])), 3) for g, st in per.items()},
             "edges": setup["sizes"][kind],
         }
     return out
@@ -279,8 +319,9 @@ def run_defaults() -> dict:
     from kgprobe.settings import RUN_DEFAULTS as DEFAULTS
 
     return {"sampler": DEFAULTS["sampler"], "batch": DEFAULTS["batch_size"],
-            "audit_fraction": DEFAULTS["audit_fraction"], "propagation_weight": DEFAULTS["propagation_weight"],
-            "design_tilt": DEFAULTS.get("design_tilt", 0.0), "prior_design": DEFAULTS.get("prior_design", 0.0)}
+            "audit_fraction": DEFAULTS["design_fraction"], "propagation_weight": DEFAULTS["propagation_weight"],
+            "design_tilt": DEFAULTS.get("design_tilt", 0.0), "prior_design": DEFAULTS.get("prior_design", 0.0),
+            "design": DEFAULTS.get("design", "uniform")}
 
 
 def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 0, kg=None) -> dict:
@@ -293,14 +334,57 @@ def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 
     d = run_defaults()
     out = replay_coverage(sweep, sampler=d["sampler"], audit_fraction=d["audit_fraction"], batch=d["batch"],
                           propagation_weight=d["propagation_weight"], budget=budget, runs=runs, seed=seed, kg=kg,
-                          tilt=d["design_tilt"])
+                          tilt=d["design_tilt"], design=d["design"])
     kg_est = out["ht-difference"]
     pc = out["predicate_coverage"]
+    gc = out["group_coverage"]
     return {
         "coverage": kg_est["coverage"],
         "ci_halfwidth": kg_est["ci_halfwidth"],
+        "srs_halfwidth": kg_est["srs_halfwidth"],
+        "design_effect": kg_est["design_effect"],
+        # Share of probes on edges the model gets wrong more often than not (θ > ½).
+        "weak_share": out["weak_probe_share"],
         "predicate_coverage": {"share": pc["share_at_target"], "min": pc["min"], "target": pc["target"]},
+        "group_coverage": {"share": gc["share_at_target"], "min": gc["min"], "target": gc["target"]},
+        "group_estimates_outside_unit": out["group_estimates_outside_unit"],
         "coverage_study": {"runs": runs, "budget": budget, "truth": out["truth"], "estimator": "ht-difference",
-                           "sampler": d["sampler"], "audit_fraction": d["audit_fraction"],
+                           "sampler": d["sampler"], "audit_fraction": d["audit_fraction"], "design": d["design"],
                            "audit_wilson": out["audit-wilson"], "group_coverage_min": out["group_coverage"]["min"]},
     }
+
+
+#: Edges per predicate of :func:`skewed_sweep`: one predicate holds most edges, six are small.
+SKEWED_SIZES = (666, 11, 7, 5, 3, 2, 2)
+
+
+def skewed_sweep(kg=None, *, sizes=SKEWED_SIZES, passes: int = 10, seed: int = 0):
+    """A simulated recorded sweep on a skewed subset of the ``countries`` KG.
+
+    The largest predicate keeps ``sizes[0]`` edges (all of them when it has fewer); the
+    next predicates ``sizes[1:]`` each; answers are ``passes`` Bernoulli draws per edge
+    from the calibrated generator's θ* (:mod:`kgprobe.simulation.theta`). What a KG a
+    user builds around a few seeds looks like: one relation dominates, a few hold a
+    handful of edges, which a uniform design of 256 draws rarely reaches.
+    """
+    from kgprobe.simulation.theta import theta_for_kg
+    from kgprobe.sources.embedded import load_embedded_kg
+    from kgprobe.store import kg_fingerprint
+    from kgprobe.sweep import Sweep
+
+    kg = load_embedded_kg("countries") if kg is None else kg
+    rng = np.random.default_rng([seed, 17])
+    theta = theta_for_kg(kg, seed=seed)
+    act = np.flatnonzero(kg.active)
+    preds = np.asarray(kg.predicate_of)[act]
+    order = np.argsort(-np.bincount(preds), kind="stable")
+    chosen = []
+    for p, size in zip(order, sizes):
+        members = act[preds == p]
+        chosen.append(rng.choice(members, size=min(size, members.size), replace=False))
+    edges = np.sort(np.concatenate(chosen))
+    correct = rng.random((edges.size, passes)) >= theta[edges][:, None]
+    keys = np.asarray([[kg.triple(int(e)).subject, kg.triple(int(e)).predicate, kg.triple(int(e)).object]
+                       for e in edges])
+    return Sweep(kg.name, kg_fingerprint(kg), "simulated", {}, f"skewed-theta-seed{seed}", passes, seed, edges,
+                 correct, None, None, "kgprobe.simulation.coverage.skewed_sweep", keys)

@@ -14,7 +14,8 @@ class ProbeRecord:
     round: int
     pos: int
     edge: int
-    audit: bool
+    audit: int
+    """0: the sampler's own choice; else a design probe, by part (kgprobe.sampling.design: 1 floor, 2 lean)."""
     correct: bool
     question: str
     answer: str

@@ -570,6 +570,8 @@ class RunStore:
             "round": arr[:, 0],
             "edge": arr[:, 1],
             "audit": arr[:, 2].astype(bool),
+            # The design part (kgprobe.sampling.design): 0 sampler's choice, 1 floor, 2 lean.
+            "part": arr[:, 2],
             "correct": arr[:, 3].astype(bool),
         }
         if self._has_column("probes", "predicted"):

@@ -32,11 +32,13 @@ def kgprobe_cli(*args, cwd=None):
 def test_each_probe_records_its_prediction_and_inclusion_probability(tmp_path, countries, sim_model):
     # KGLens' own Thompson sampling with propagation (w = 1): its predictions are the PKG's, checked below.
     run = kgprobe.probe(countries, sim_model, budget=64, batch_size=32, seed=0, store=tmp_path / "a.kgrun",
-                        sampler="kglens-thompson", propagation_weight=1.0, audit_fraction=0.125, design_tilt=0.5)
+                        sampler="kglens-thompson", propagation_weight=1.0, design_fraction=0.125, design_tilt=0.5,
+                        design="uniform")
     # Strict JSON (no NaN / Infinity) with every estimate labelled.
     summary = json.loads(json.dumps(run.summary(), allow_nan=False))
     assert summary["accuracy_estimate"]["basis"] == "design-based"
-    assert {e["basis"] for e in summary["estimates_by_predicate"].values()} <= {"design-based", "model-based"}
+    assert {e["basis"] for e in summary["estimates_by_predicate"].values()} <= {"design-based",
+                                                                               "too-few-design-probes"}
     run.close()
     with RunStore.open(tmp_path / "a.kgrun") as store:
         probes = store.probe_arrays()
@@ -172,7 +174,7 @@ def test_compare_pairs_runs_with_the_same_design_and_corrects_for_multiplicity(t
     for i, seed in enumerate((5, 11)):
         path = tmp_path / f"m{i}.kgrun"
         kgprobe.probe(countries, SimulatedModel(countries, theta, seed=seed), budget=96, batch_size=32, seed=0,
-                      store=path, audit_fraction=0.5).close()
+                      store=path, design_fraction=0.5).close()
         paths.append(path)
     runs = [kgprobe.open_run(p) for p in paths]
     try:

@@ -56,7 +56,7 @@ def test_plain_lines(countries):
     assert lines[0].startswith("kgprobe: probing smollm2 on countries (3210 active edges), method zp-lke")
     # 3 rounds x 32 queries in 3 x 2 s -> 16 queries/s; 160 queries left -> ETA 10 s.
     # Rates count queries, like the progress (not the 640 scoring requests of a round).
-    assert lines[3] == ("round 3 | queries 96/256 | 16.0 queries/s | KG accuracy n/a (no audit probes yet) | "
+    assert lines[3] == ("round 3 | queries 96/256 | 16.0 queries/s | KG accuracy n/a (no design probes yet) | "
                         "win 55.0% zero-sense 35.0% all-sense 50.0% (90 edges) | converging | ETA 0:10")
     assert lines[-1] == "kgprobe: stopped after round 3 (budget), 96 queries spent"
 

@@ -54,7 +54,7 @@ def test_api_and_cli_resolve_to_the_same_protocol(countries, sim_model):
     from kgprobe.sampling.focus import FocusSampler
     from kgprobe.settings import RUN_DEFAULTS
 
-    assert cfg.sampler_options == {**_class_defaults(FocusSampler), "audit_fraction": RUN_DEFAULTS["audit_fraction"]}
+    assert cfg.sampler_options == {**_class_defaults(FocusSampler), "audit_fraction": RUN_DEFAULTS["design_fraction"]}
     # The protocols built from the two (same model, same KG) differ in nothing but the date.
     a = build_protocol(EngineConfig.from_settings(cli), countries, sim_model, "default", date="d")
     b = build_protocol(EngineConfig.from_settings(api), countries, sim_model, "default", date="d")

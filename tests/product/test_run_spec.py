@@ -80,7 +80,7 @@ def test_defaults_schema_api_and_engine_come_from_the_table():
     # The CLI with no options and the API with no arguments resolve to the table's defaults.
     cli = settings_from_args(build_parser().parse_args(["run"]))
     api = probe_settings()
-    for name in ("kg", "model", "method", "sampler", "budget", "batch_size", "seed", "audit_fraction",
+    for name in ("kg", "model", "method", "sampler", "budget", "batch_size", "seed", "design_fraction",
                  "design_tilt", "prior_design", "convergence_window", "out", "device"):
         assert cli[name] == api[name] == RUN_DEFAULTS[name], name
 

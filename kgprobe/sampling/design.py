@@ -1,0 +1,240 @@
+"""The run's design: which probes are drawn with known inclusion probabilities, and how.
+
+Every design probe of a round is drawn with an inclusion probability ``π_j`` fixed before
+the round's answers (it may depend on every earlier answer). That is all the estimators of
+:mod:`kgprobe.estimators` need to stay unbiased under adaptivity. Three designs:
+
+* ``uniform`` — a simple random sample of the active edges each round (``π_j = k/N``);
+  what run files written before the other designs existed used, and what ``--design
+  uniform`` keeps.
+* ``stratified`` — the uniform design with a minimum allocation per stratum: every
+  predicate and every subject group gets about :data:`MIN_STRATUM_DRAWS` expected
+  design draws early in the run (what it lacks, over :data:`MINIMUM_ROUNDS` rounds),
+  the rest of the draws proportional to size. Drawn by systematic sampling over the
+  edges ordered by predicate (strata and edges in random order), so a predicate gets
+  the floor or the ceiling of its expected draws — a two-edge predicate is reached
+  every run, not one run in ten.
+* ``adaptive`` — two parts per round. The *floor*: a share of the draws by the
+  stratified design, which depends on nothing but the seed, the KG and the counts of
+  earlier floor draws, so two models' runs with the same seed draw the same floor edges
+  (common random numbers: their difference is paired there). The *lean*: the rest,
+  drawn among the edges not in the floor with ``π_j ∝ (1 − λ)/N + λ·s_j/Σs``,
+  ``s_j`` leaning towards edges whose answer is worth most: predicted wrong or uncertain
+  (:func:`lean_scores`). The estimator combines both parts with weights fixed by the
+  design (:mod:`kgprobe.estimators`).
+
+The part of every design probe is stored in the run file's ``audit`` column: 1 floor (or
+the single part of the uniform and stratified designs), 2 lean, 0 not a design probe.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kgprobe.errors import InputError
+from kgprobe.sampling.audit import draw_systematic, inclusion_probabilities
+
+DESIGNS = ("uniform", "stratified", "adaptive")
+#: Expected design draws every stratum (predicate, subject group) gets over a run, budget
+#: permitting: enough for a ratio estimate with an interval (two are the least).
+MIN_STRATUM_DRAWS = 4
+#: The most of a round's draws that stratum minimums may take.
+MINIMUM_SHARE = 0.5
+#: A stratum short of its minimum is given what it lacks over this many rounds (the
+#: first rounds, mostly). Not tied to the budget: a run extended with a larger budget
+#: draws what a run started with that budget draws.
+MINIMUM_ROUNDS = 2
+#: Share of an adaptive round's design draws in the floor (shared across models).
+FLOOR_SHARE = 0.35
+#: Within the lean part, the share λ that follows the scores (the rest is uniform, which
+#: bounds every lean weight by 1/(1 − λ) times the uniform one).
+LEAN = 0.9
+#: Weight κ of the lean on the chance of a wrong answer next to the residual's sd
+#: (:func:`lean_scores`); 0.5 kept the weak-probe share of κ = 1 on the committed sweeps
+#: with narrower intervals (docs/design.md).
+ERROR_LEAN = 0.5
+#: Part codes of the store's ``audit`` column.
+SAMPLER, FLOOR, LEAN_PART = 0, 1, 2
+
+
+def check_design(name: str) -> str:
+    if name not in DESIGNS:
+        raise InputError(f"unknown design {name!r}; choose one of {', '.join(DESIGNS)}")
+    return name
+
+
+def lean_scores(predicted_right: np.ndarray, error_lean: float = ERROR_LEAN) -> np.ndarray:
+    """Where one more design answer is worth most: ``sqrt(ŷ(1 − ŷ)) + κ·(1 − ŷ)``.
+
+    The first term is the predicted residual's standard deviation (the variance-optimal
+    design draws ``π ∝ sd``, Neyman allocation); the second leans on the chance the edge
+    is answered wrong, which is what the blind-spot search wants. Both are small on edges
+    the predictions are sure the model knows.
+    """
+    p = np.clip(np.asarray(predicted_right, dtype=np.float64), 0.0, 1.0)
+    return np.sqrt(p * (1.0 - p)) + error_lean * (1.0 - p)
+
+
+def stratum_minimums(counts: np.ndarray, sizes: np.ndarray, rounds_left: int, k: float,
+                     target: float = MIN_STRATUM_DRAWS) -> np.ndarray:
+    """Expected draws each stratum needs this round to reach ``target`` over the run.
+
+    ``counts``: design draws so far per stratum; ``sizes``: active edges per stratum (a
+    round draws an edge at most once). Scaled down so minimums take at most
+    :data:`MINIMUM_SHARE` of the round's ``k`` draws.
+    """
+    need = np.clip((target - counts) / max(rounds_left, 1), 0.0, None)
+    need = np.minimum(need, sizes).astype(np.float64)
+    need[sizes == 0] = 0.0
+    total = float(need.sum())
+    if total > MINIMUM_SHARE * k and total > 0:
+        need *= MINIMUM_SHARE * k / total
+    return need
+
+
+def stratified_probabilities(active: np.ndarray, k: float, strata: list[tuple[np.ndarray, np.ndarray]],
+                             base: np.ndarray | None = None) -> np.ndarray:
+    """Inclusion probabilities (sum ``k``, each ≤ 1) proportional to ``base`` with stratum minimums.
+
+    ``strata``: ``(label per edge, minimum expected draws per label)`` pairs; strata below
+    their minimum are scaled up, the others down to keep the sum (a few rounds of raking,
+    so the minimums hold approximately when strata cross). ``base``: relative weights
+    (uniform over the active edges when None).
+    """
+    act = np.asarray(active, bool)
+    w = np.where(act, 1.0, 0.0) if base is None else np.where(act, np.asarray(base, np.float64), 0.0)
+    if w.sum() <= 0:
+        raise ValueError("no active edge has a positive design weight")
+    pi = inclusion_probabilities(w, int(round(k))) if float(k).is_integer() else w * (k / w.sum())
+    for _ in range(8):
+        boosted = np.zeros(act.size, bool)
+        for labels, need in strata:
+            tot = np.bincount(labels[act], weights=pi[act], minlength=need.size)
+            low = (need > tot * (1 + 1e-9)) & (tot > 0)
+            if not low.any():
+                continue
+            factor = np.ones(need.size)
+            factor[low] = need[low] / tot[low]
+            edge_factor = np.where(act, factor[labels], 1.0)
+            member = act & low[labels]
+            pi = np.where(member, np.minimum(pi * edge_factor, 1.0), pi)
+            boosted |= member
+        rest = act & ~boosted
+        excess = float(pi.sum()) - k
+        if excess <= 1e-9 or not rest.any():
+            break
+        rest_total = float(pi[rest].sum())
+        if rest_total <= excess:
+            break
+        pi = np.where(rest, pi * (rest_total - excess) / rest_total, pi)
+    # Exactly k (the raking may leave a rounding residue) with every π ≤ 1.
+    return inclusion_probabilities(pi, int(round(k))) if float(k).is_integer() else pi
+
+
+def draw_by_strata(pi: np.ndarray, strata: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Randomized systematic sampling with the edges ordered by stratum (random order of
+    strata and of edges within): edge j is drawn with probability exactly ``π_j``, and each
+    stratum gets the floor or the ceiling of its expected draws."""
+    cand = np.flatnonzero(pi > 0)
+    rank = rng.permutation(int(strata.max()) + 1 if strata.size else 1)
+    order = cand[np.lexsort((rng.random(cand.size), rank[strata[cand]]))]
+    return draw_systematic(pi, rng, order=order)
+
+
+class RoundDesign:
+    """One round's design, set on the PKG (``pkg.design``) while the sampler selects.
+
+    :meth:`draw` hands a sampler its ``k`` design edges (the floor part, then the lean
+    part); :meth:`parts` and :meth:`inclusion` give the engine each drawn edge's part
+    and inclusion probability.
+    """
+
+    def __init__(self, plan: "DesignPlan", predicted_right: np.ndarray | None, rounds_left: int,
+                 floor_rng: np.random.Generator, lean_rng: np.random.Generator):
+        self.plan, self.predicted_right, self.rounds_left = plan, predicted_right, rounds_left
+        self.floor_rng, self.lean_rng = floor_rng, lean_rng
+        self._pi: dict[int, float] = {}
+        self._part: dict[int, int] = {}
+
+    def draw(self, k: int) -> np.ndarray:
+        plan = self.plan
+        self._pi, self._part = {}, {}
+        if k <= 0:
+            return np.empty(0, dtype=np.int64)
+        k_floor = k if plan.design != "adaptive" else int(math.ceil(plan.floor_share * k))
+        pi_f = plan.floor_probabilities(k_floor, self.rounds_left)
+        floor = draw_by_strata(pi_f, plan.predicate, self.floor_rng)
+        for e in floor.tolist():
+            self._pi[e], self._part[e] = float(pi_f[e]), FLOOR
+        k_lean = k - floor.size
+        lean = np.empty(0, dtype=np.int64)
+        if k_lean > 0:
+            pi_l = plan.lean_probabilities(self.predicted_right, k_lean, exclude=floor)
+            lean = draw_systematic(pi_l, self.lean_rng)
+            for e in lean.tolist():
+                self._pi[e], self._part[e] = float(pi_l[e]), LEAN_PART
+        return np.sort(np.concatenate([floor, lean])).astype(np.int64)
+
+    def inclusion(self, edges: np.ndarray) -> np.ndarray:
+        return np.asarray([self._pi[int(e)] for e in edges], dtype=np.float64)
+
+    def parts(self, edges: np.ndarray) -> np.ndarray:
+        return np.asarray([self._part[int(e)] for e in edges], dtype=np.int64)
+
+
+class DesignPlan:
+    """A run's design across rounds: its strata and the floor draws each stratum got so far.
+
+    ``predicate`` and ``group``: each edge's stratum index (predicate; subject's entity
+    group); ``active``: the edges that can be drawn. The counts of earlier floor draws
+    (:meth:`record`) set each round's stratum minimums; they depend on the floor draws
+    only, which are the same for every model given the seed, so the floor stays shared.
+    """
+
+    def __init__(self, design: str, predicate: np.ndarray, group: np.ndarray, active: np.ndarray, *,
+                 floor_share: float = FLOOR_SHARE, lean: float = LEAN, min_draws: float = MIN_STRATUM_DRAWS,
+                 base: np.ndarray | None = None):
+        self.design = check_design(design)
+        self.predicate = np.asarray(predicate, dtype=np.int64)
+        self.group = np.asarray(group, dtype=np.int64)
+        self.active = np.asarray(active, bool)
+        self.floor_share, self.lean, self.min_draws = float(floor_share), float(lean), float(min_draws)
+        #: Relative weights of the floor before minimums (a prior's design), or None (uniform).
+        self.base = base
+        self._sizes = {kind: np.bincount(lab[self.active], minlength=int(lab.max()) + 1 if lab.size else 1)
+                       for kind, lab in (("predicate", self.predicate), ("group", self.group))}
+        self.counts = {kind: np.zeros(s.size, dtype=np.float64) for kind, s in self._sizes.items()}
+
+    def reset(self) -> None:
+        for c in self.counts.values():
+            c[:] = 0.0
+
+    def record(self, edges: np.ndarray, parts: np.ndarray) -> None:
+        """Count a round's floor draws (``parts == FLOOR``) per stratum."""
+        edges = np.asarray(edges, dtype=np.int64)[np.asarray(parts) == FLOOR]
+        for kind, lab in (("predicate", self.predicate), ("group", self.group)):
+            np.add.at(self.counts[kind], lab[edges], 1.0)
+
+    def floor_probabilities(self, k: int, rounds_left: int) -> np.ndarray:
+        strata = []
+        if self.design != "uniform":
+            for kind, lab in (("predicate", self.predicate), ("group", self.group)):
+                strata.append((lab, stratum_minimums(self.counts[kind], self._sizes[kind], rounds_left, k,
+                                                     self.min_draws)))
+        return stratified_probabilities(self.active, k, strata, self.base)
+
+    def lean_probabilities(self, predicted_right: np.ndarray | None, k: int, exclude: np.ndarray) -> np.ndarray:
+        avail = self.active.copy()
+        avail[np.asarray(exclude, dtype=np.int64)] = False
+        n = int(avail.sum())
+        w = np.where(avail, 1.0 / max(n, 1), 0.0)
+        if predicted_right is not None and self.lean > 0:
+            s = np.where(avail, lean_scores(predicted_right), 0.0)
+            if s.sum() > 0:
+                w = (1.0 - self.lean) * w + self.lean * s / s.sum()
+        return inclusion_probabilities(w, k)
+
+    def round(self, predicted_right: np.ndarray | None, floor_rng, lean_rng) -> RoundDesign:
+        return RoundDesign(self, predicted_right, MINIMUM_ROUNDS, floor_rng, lean_rng)

@@ -1,0 +1,161 @@
+"""The run's design (kgprobe.sampling.design) and the estimators that rest on it, by hand."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from kgprobe.compare import _difference
+from kgprobe.estimators import DESIGN, TOO_FEW, design_estimate, hajek_estimate, probe_weights
+from kgprobe.sampling.design import (
+    FLOOR,
+    LEAN_PART,
+    DesignPlan,
+    draw_by_strata,
+    stratified_probabilities,
+    stratum_minimums,
+)
+
+
+def test_stratum_minimums_and_inclusion_probabilities_by_hand():
+    # Five edges, predicate 0 holds four, predicate 1 one; two draws per round, four rounds
+    # left, a run target of 4 draws per stratum: each needs (4 − 0)/4 = 1 draw this round,
+    # capped at its size (1, 1), then scaled to half the round's draws: (0.5, 0.5).
+    need = stratum_minimums(np.zeros(2), np.array([4, 1]), rounds_left=4, k=2, target=4)
+    assert need.tolist() == [0.5, 0.5]
+    # Uniform π = 2/5 = 0.4 each; predicate 1 holds 0.4 < 0.5, so its edge gets 0.5 and the
+    # other four share the remaining 1.5: 0.375 each.
+    labels = np.array([0, 0, 0, 0, 1])
+    pi = stratified_probabilities(np.ones(5, bool), 2, [(labels, need)])
+    assert pi == pytest.approx([0.375, 0.375, 0.375, 0.375, 0.5])
+    # A stratum that already met its target needs nothing more; the other's 1 draw is half
+    # of the round's 2, within the cap.
+    assert stratum_minimums(np.array([4.0, 0.0]), np.array([4, 1]), rounds_left=4, k=2).tolist() == [0.0, 1.0]
+
+
+def test_draw_by_strata_hits_each_edge_with_its_probability_and_fills_strata_to_floor_or_ceiling():
+    pi = np.array([0.375, 0.375, 0.375, 0.375, 0.5])
+    labels = np.array([0, 0, 0, 0, 1])
+    rng = np.random.default_rng(0)
+    hits = np.zeros(5)
+    runs = 8000
+    for _ in range(runs):
+        drawn = draw_by_strata(pi, labels, rng)
+        assert drawn.size == 2
+        # Predicate 0 expects 1.5 draws: always 1 or 2, never 0.
+        assert np.sum(labels[drawn] == 0) in (1, 2)
+        hits[drawn] += 1
+    # Binomial standard error at π = 0.5 over 8,000 draws: 0.0056; 4 of them allowed.
+    assert hits / runs == pytest.approx(pi, abs=0.023)
+
+
+def test_adaptive_design_estimate_is_unbiased_by_enumeration():
+    # Four edges with known chances μ of a right answer and predictions ŷ. One round, a
+    # floor draw of 1 (uniform, π = 1/4) and a lean draw of 1 among the three edges left,
+    # with π from the plan. Enumerating every (floor, lean) pair and every pair of answers,
+    # the expectation of the estimate is exactly mean μ.
+    mu = np.array([0.9, 0.2, 0.6, 0.0])
+    yhat = np.array([0.8, 0.5, 0.5, 0.1])
+    plan = DesignPlan("adaptive", np.zeros(4, int), np.zeros(4, int), np.ones(4, bool), min_draws=0)
+    pi_f = plan.floor_probabilities(1, rounds_left=1)
+    assert pi_f == pytest.approx([0.25] * 4)
+    expectation = 0.0
+    for f in range(4):
+        pi_l = plan.lean_probabilities(yhat, 1, exclude=np.array([f]))
+        assert pi_l.sum() == pytest.approx(1.0) and pi_l[f] == 0.0
+        for g in range(4):
+            if pi_l[g] == 0:
+                continue
+            p_pair = pi_f[f] * pi_l[g]
+            for yf, yg in itertools.product((0, 1), repeat=2):
+                p_y = (mu[f] if yf else 1 - mu[f]) * (mu[g] if yg else 1 - mu[g])
+                est = design_estimate([yf, yg], yhat[[f, g]], [pi_f[f], pi_l[g]], [0, 0], [yhat.mean()], n_group=4,
+                                      parts=[FLOOR, LEAN_PART])
+                expectation += p_pair * p_y * est.raw
+    assert expectation == pytest.approx(mu.mean(), abs=1e-12)
+
+
+def test_probe_weights_of_the_two_parts_by_hand():
+    # A round with 1 floor draw (π = 0.25) and 1 lean draw (π = 0.5): the floor probe
+    # weighs (1/2)/0.25 + 1/2 = 2.5, the lean one (1/2)/0.5 = 1; one-part rounds 1/π.
+    w = probe_weights([0.25, 0.5, 0.4], [0, 0, 1], [FLOOR, LEAN_PART, FLOOR])
+    assert w == pytest.approx([2.5, 1.0, 2.5])
+    assert probe_weights([0.25, 0.5], [0, 0]) == pytest.approx([4.0, 2.0])
+
+
+def test_hajek_estimate_and_korn_graubard_interval_by_hand():
+    # Four design probes of one round (m = 4), π = 0.5, 0.25, 0.5, 0.5; the group holds the
+    # first three. Weights a = m/π = 8, 16, 8: estimate (8 + 8)/32 = 0.5 — in [0, 1] however
+    # the weights fall. Linearized scores a(y − 0.5) = 4, −8, 4 and 0 outside the group:
+    # mean 0, sample variance 96/3 = 32, v = 4·32/32² = 0.125; Kish n = 32²/384 = 2.67, so
+    # n* = 0.25/0.125 = 2; Clopper–Pearson for 1 of 2: [1 − √0.975, √0.975].
+    est = hajek_estimate([1, 0, 1, 0], probe_weights([0.5, 0.25, 0.5, 0.5], [0] * 4), [0] * 4,
+                         [True, True, True, False], n_group=7)
+    assert (est.estimate, est.n, est.edges, est.basis) == (0.5, 3, 7, DESIGN)
+    assert est.low == pytest.approx(1 - math.sqrt(0.975), abs=1e-9)
+    assert est.high == pytest.approx(math.sqrt(0.975), abs=1e-9)
+    # Two right answers at equal weights: estimate 1, Kish n = 2, Clopper–Pearson [√0.025, 1].
+    est = hajek_estimate([1, 1, 0], [2.0, 2.0, 2.0], [0, 0, 0], [True, True, False], n_group=3)
+    assert est.estimate == 1.0 and est.high == 1.0 and est.low == pytest.approx(math.sqrt(0.025), abs=1e-9)
+    # One design probe: no number, no [0 %, 100 %].
+    est = hajek_estimate([1, 0], [2.0, 2.0], [0, 0], [True, False], n_group=3)
+    assert est.basis == TOO_FEW and est.n == 1 and math.isnan(est.estimate)
+    assert est.as_dict()["estimate"] is None and "raw" not in est.as_dict()
+
+
+def test_differences_are_cut_to_what_is_possible():
+    # Predicates: MOVER from each side's interval. A = 1.0 [0.4, 1.0], B = 0.0 [0, 0.6]:
+    # below = hypot(0.6, 0.6) = 0.848528 -> low 0.151472; above = hypot(0, 0) = 0 -> high 1.
+    a = {"estimate": 1.0, "low": 0.4, "high": 1.0, "se": 0.1, "basis": DESIGN}
+    b = {"estimate": 0.0, "low": 0.0, "high": 0.6, "se": 0.1, "basis": DESIGN}
+    d = _difference(a, b, group=True)
+    assert d["low"] == pytest.approx(1 - 0.848528, abs=1e-6) and d["high"] == 1.0 and d["test"] == "unpaired"
+    # KG, unpaired: 0.8 ± 1.959964·sqrt(0.18) = [−0.0315, 1.6315] would pass +100 points;
+    # the two intervals [0.8, 1.0] and [0, 0.2] allow only [0.6, 1.0].
+    a = {"estimate": 0.9, "low": 0.8, "high": 1.0, "se": 0.3, "basis": DESIGN}
+    b = {"estimate": 0.1, "low": 0.0, "high": 0.2, "se": 0.3, "basis": DESIGN}
+    d = _difference(a, b, group=False)
+    assert (d["low"], d["high"]) == (pytest.approx(0.6), 1.0)
+    assert d["variance"] == "sum of the two runs' variances"
+
+
+def test_every_small_predicate_gets_an_interval_that_holds_on_a_skewed_replay():
+    # One predicate with 666 edges, six with 11, 7, 5, 3, 2 and 2 (answers drawn from the
+    # calibrated θ*), 256 queries in rounds of 32, 40 replays. A uniform design reaches a
+    # 2-edge predicate in a 696-edge graph about once in 256·2/696 ≈ 0.7 draws, so most runs
+    # have no interval there; the stratified minimums give every predicate one every run.
+    from kgprobe.simulation.coverage import replay_coverage, skewed_sweep
+
+    sweep = skewed_sweep(seed=0)
+    counts = np.bincount(sweep_predicates(sweep))
+    assert sorted(counts[counts > 0].tolist()) == [2, 2, 3, 5, 7, 11, 666]
+    common = dict(sampler="focus", audit_fraction=1.0, budget=256, batch=32, runs=40)
+    uniform = replay_coverage(sweep, design="uniform", **common)
+    adaptive = replay_coverage(sweep, design="adaptive", **common)
+    assert max(uniform["predicate_coverage"]["no_interval_share"].values()) > 0.5
+    for kind in ("predicate_coverage", "group_coverage"):
+        assert set(adaptive[kind]["no_interval_share"].values()) == {0.0}
+        assert adaptive[kind]["min"] >= 0.85
+    assert adaptive["group_estimates_outside_unit"] == 0
+
+
+def sweep_predicates(sweep):
+    from kgprobe.sources.embedded import load_embedded_kg
+
+    return np.asarray(load_embedded_kg("countries").predicate_of)[sweep.edges]
+
+
+def test_a_round_that_draws_every_edge_draws_each_with_certainty():
+    # Four edges, a batch of four: ceil(0.35·4) = 2 floor draws (π = 2/4 each), then the
+    # lean must take both edges left, each with π = 1.
+    plan = DesignPlan("adaptive", np.zeros(4, int), np.zeros(4, int), np.ones(4, bool), min_draws=0)
+    design = plan.round(np.array([0.9, 0.1, 0.5, 0.5]), np.random.default_rng(0), np.random.default_rng(1))
+    edges = design.draw(4)
+    assert edges.tolist() == [0, 1, 2, 3]
+    parts = design.parts(edges)
+    assert (parts == FLOOR).sum() == 2
+    assert design.inclusion(edges)[parts == FLOOR] == pytest.approx([0.5, 0.5])
+    assert design.inclusion(edges)[parts == LEAN_PART] == pytest.approx([1.0, 1.0])

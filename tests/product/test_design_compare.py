@@ -1,0 +1,76 @@
+"""Runs under the adaptive design: two models with one seed share the floor and compare paired there."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import kgprobe
+from kgprobe.compare import accuracy_differences
+from kgprobe.sampling.design import FLOOR, LEAN_PART
+from kgprobe.simulation.model import SimulatedModel
+from kgprobe.simulation.theta import theta_for_kg
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory, countries):
+    tmp = tmp_path_factory.mktemp("design")
+    runs = []
+    for seed, name in ((1, "a"), (2, "b")):
+        model = SimulatedModel(countries, theta_for_kg(countries, seed=seed), seed=seed)
+        runs.append(kgprobe.probe(countries, model, budget=128, batch_size=32, seed=0, store=tmp / f"{name}.kgrun",
+                                  progress=False, report=False))
+    yield runs
+    for r in runs:
+        r.close()
+
+
+def test_two_models_with_one_seed_share_the_floor_and_lean_their_own_way(two_runs):
+    a, b = (r.store.probe_arrays() for r in two_runs)
+    # Every probe is a design draw; ceil(0.35 · 32) = 12 floor draws a round, 4 rounds.
+    assert (a["part"] > 0).all() and (b["part"] > 0).all()
+    floor_a, floor_b = a["part"] == FLOOR, b["part"] == FLOOR
+    assert int(floor_a.sum()) == int(floor_b.sum()) == 48
+    assert np.array_equal(a["edge"][floor_a], b["edge"][floor_b])
+    assert np.array_equal(a["round"][floor_a], b["round"][floor_b])
+    # The lean parts follow each model's own answers: after round 1 they differ.
+    lean_a = set(a["edge"][(a["part"] == LEAN_PART) & (a["round"] > 1)].tolist())
+    lean_b = set(b["edge"][(b["part"] == LEAN_PART) & (b["round"] > 1)].tolist())
+    assert lean_a != lean_b
+
+
+def test_compare_is_paired_on_the_floor_and_every_interval_is_possible(two_runs):
+    diffs = accuracy_differences(two_runs, ["a", "b"])["differences"]
+    kg = next(r for r in diffs if r["scope"] == "KG")
+    assert kg["paired"] and kg["test"] == "paired on the shared floor, unpaired on the rest"
+    assert kg["variance"] == "per-probe score differences (with-replacement, martingale CLT)"
+    est = [r.estimates()["kg"] for r in two_runs]
+    assert kg["difference"] == pytest.approx(est[0]["estimate"] - est[1]["estimate"])
+    for row in diffs:
+        if row["tested"]:
+            assert -1.0 <= row["low"] <= row["difference"] <= row["high"] <= 1.0
+    for row in (r for r in diffs if r["scope"] == "predicate" and r["tested"]):
+        assert row["test"] == "unpaired"
+        ea, eb = (r.estimates()["by_predicate"][row["predicate"]] for r in two_runs)
+        assert row["low"] >= ea["low"] - eb["high"] - 1e-12 and row["high"] <= ea["high"] - eb["low"] + 1e-12
+
+
+def test_old_names_of_the_design_share_still_work_with_a_warning(tmp_path, countries, sim_model):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = kgprobe.probe(countries, sim_model, budget=32, batch_size=32, seed=0, store=tmp_path / "old.kgrun",
+                            audit_fraction=0.25, sampler="thompson", progress=False, report=False)
+    assert any(issubclass(w.category, DeprecationWarning) and "design_fraction" in str(w.message) for w in caught)
+    # A quarter of 32: 8 design draws, the rest the sampler's.
+    assert int((run.store.probe_arrays()["part"] > 0).sum()) == 8
+    run.close()
+
+
+def test_the_old_command_line_flag_still_works_with_a_warning(capsys):
+    from kgprobe.cli import build_parser
+
+    args = build_parser().parse_args(["run", "--audit-fraction", "0.5", "--design", "stratified"])
+    assert args.design_fraction == 0.5 and args.design == "stratified"
+    assert "--audit-fraction is now --design-fraction" in capsys.readouterr().err
