@@ -146,7 +146,9 @@ def test_loading_the_converted_copy_prints_nothing(capfd):
 
     from kgprobe.models.registry import load_model
 
-    assert logging.is_progress_bar_enabled()
+    # The caller's setting: on (a CLI test run in this process earlier may have turned it
+    # off, as `kgprobe run` does for its own process).
+    logging.enable_progress_bar()
     model = load_model("default")
     out, err = capfd.readouterr()
     assert (out, err) == ("", "")
