@@ -124,7 +124,7 @@ MASKS = [
     (re.compile(r"\d+(?:\.\d+)? (queries|responses|facts)/s"), r"<N> \1/s"),
     (re.compile(r"ETA \d+(?::\d\d)+"), "ETA <T>"),
     (re.compile(r"\b\d{8}-\d{6}-[A-Za-z0-9_.-]*?[0-9a-f]{6}\b"), "<RUN>"),
-    (re.compile(r"\b\d{8}-\d{6}-[A-Za-z0-9_.-]*…"), "<RUN>…"),  # cut short in a table cell
+    (re.compile(r"\b\d{8}-\d{6}(?:-[A-Za-z0-9_.-]*)?…"), "<RUN>…"),  # cut short in a table cell
     (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d| UTC)?"), "<DATE>"),
     # Timings and memory in benchmark JSON and text.
     (re.compile(r'("[a-z0-9_]*(?:seconds|_s|_ms|time|elapsed|rss|per_s|speedup|bytes_per)[a-z0-9_]*"): -?[0-9.e+-]+'),
