@@ -6,7 +6,7 @@ import pytest
 from kgprobe.errors import InputError
 from kgprobe.kg.parameterized import ParameterizedKG
 from kgprobe.sampling import SAMPLERS, make_sampler
-from kgprobe.sampling.focus import focus_scores
+from kgprobe.sampling.focus import focus_scores, top_level, top_share_values
 from kgprobe.sampling.thompson import KGLensThompsonSampler as ThompsonSampler
 from kgprobe.simulation.synthetic import skewed_graph
 
@@ -92,6 +92,51 @@ def test_focus_score_by_hand():
     assert focus_scores(np.array([2.0]), np.array([1.0]))[0] == pytest.approx(0.75 * (2 / 9) / 16)
     # Beta(1, 1): p = 1/2, P(θ > 1/2) = 1/2, update variance = (1/4)/9.
     assert focus_scores(np.array([1.0]), np.array([1.0]))[0] == pytest.approx(0.5 * 0.25 / 9)
+
+
+def test_top_share_value_by_hand():
+    # Beta(1, 1), level ½: L = E[(θ − ½)² 1{θ ≥ ½}] = ∫_½^1 (θ − ½)² dθ = 1/24.
+    # After a wrong answer Beta(2, 1) (density 2θ, mean 2/3): L = ∫_½^1 2θ(θ − 2/3)² dθ = 7/288;
+    # after a right one Beta(1, 2) (density 2(1 − θ), mean 1/3): L = ∫_½^1 2(1 − θ)(θ − 1/3)² dθ = 1/32.
+    # Each with probability ½: value = 1/24 − (7/288 + 1/32)/2 = 1/72.
+    a, b = np.array([1.0]), np.array([1.0])
+    assert top_share_values(a, b, 0.5)[0] == pytest.approx(1 / 72)
+    # Level 0: the whole posterior variance, whose expected drop is the focus score's
+    # update variance p(1 − p)/(a + b + 1)² = (1/4)/9.
+    assert top_share_values(a, b, 0.0)[0] == pytest.approx(1 / 36)
+
+
+def test_top_level_by_hand():
+    # Beta(1, 1) edges: P(θ ≥ t) = 1 − t, so the level of the top quarter is ¾.
+    assert top_level(np.ones(4), np.ones(4), 0.25) == pytest.approx(0.75, abs=1e-8)
+    # Beta(1, 1) and Beta(2, 1): mean of (1 − t) and (1 − t²) = ½  ->  t² + t − 1 = 0, t = (√5 − 1)/2.
+    assert top_level(np.array([1.0, 2.0]), np.array([1.0, 1.0]), 0.5) == pytest.approx((5 ** 0.5 - 1) / 2, abs=1e-8)
+
+
+def test_focus_takes_value_picks_first_then_focus_scores():
+    # Disjoint edges, no propagation; the pooled fit is fixed (K = 2, c = 4) and never refitted.
+    heads = np.arange(5) * 2
+    pkg = ParameterizedKG(heads, heads + 1, np.ones(5, bool), predicates=np.zeros(5))
+    # Edge 0 wrong twice, 1 right once, 2 wrong once, 3 right twice and wrong once; 4 unasked.
+    pkg.update(np.array([0, 1, 2, 3]), np.array([False, True, False, True]))
+    pkg.update(np.array([0, 3]), np.array([False, True]))
+    pkg.update(np.array([3]), np.array([False]))
+    s = make_sampler("focus", audit_fraction=0.0, top_share=0.25, value_share=0.5)
+    s.load_state_dict({"strength": 2.0, "pseudo_count": 4.0, "fitted_at": 10**9, "rounds": 0})
+    a, b = s.posterior(pkg)
+    level = top_level(a, b, 0.25)
+    value, score = top_share_values(a, b, level), focus_scores(a, b)
+    sel = s.select(pkg, 4, np.random.default_rng(0))
+    by_value = np.argsort(-value, kind="stable")[:2]
+    assert sel.edges[:2].tolist() == by_value.tolist()
+    score[by_value] = -1.0
+    assert sel.edges[2:].tolist() == np.argsort(-score, kind="stable")[:2].tolist()
+    assert not sel.audit.any()
+    # value_share 0: the focus score alone.
+    s0 = make_sampler("focus", audit_fraction=0.0, value_share=0.0)
+    s0.load_state_dict({"strength": 2.0, "pseudo_count": 4.0, "fitted_at": 10**9, "rounds": 0})
+    assert s0.select(pkg, 4, np.random.default_rng(0)).edges.tolist() == \
+        np.argsort(-focus_scores(a, b), kind="stable")[:4].tolist()
 
 
 def test_pooled_posterior_by_hand():
