@@ -324,12 +324,62 @@ def run_defaults() -> dict:
             "design": DEFAULTS.get("design", "uniform")}
 
 
+#: The bars the ideal frontier of :func:`weak_share_frontier` is reported at.
+FRONTIER_WEAK_SHARE = 0.6
+FRONTIER_HALFWIDTH = 0.06
+
+
+def weak_share_frontier(theta, budget: int, *, weak_share: float = FRONTIER_WEAK_SHARE,
+                        halfwidth: float = FRONTIER_HALFWIDTH, confidence: float = 0.95) -> dict:
+    """What a share of probes on weak edges costs in half-width at best, on a sweep's truth.
+
+    An idealized run of ``budget`` probes over the N edges with accuracies ``μ_j = 1 − θ_j``:
+    its *fresh* probes go to edges not yet answered, drawn uniformly (a design that cannot
+    tell weak unprobed edges from strong ones), so a share ``b`` of them (the weak edges'
+    share) lands on weak edges; its other probes re-ask edges known to be weak, every one
+    on a weak edge (the best case). A weak share ``w`` then leaves ``n₁ = budget·(1 − f)``
+    fresh edges, ``f = (w − b)/(1 − b)``, and the KG accuracy rests on them: the sample
+    mean of their answers, each edge counted once (the finite-population gain in full),
+    has variance ``((1 − n₁/N)·S² + β̄)/n₁`` with ``S²`` the variance of the ``μ_j`` over
+    the edges and ``β̄`` the mean Bernoulli variance ``θ(1 − θ)`` of one answer.
+
+    Returns the half-width this needs at ``weak_share`` (``ci_halfwidth_needed``) and the
+    largest weak share reachable at ``halfwidth`` (``weak_share_reachable``; None when even
+    ``n₁ = min(budget, N)`` fresh edges give a wider interval).
+    """
+    from scipy.stats import norm
+
+    th = np.asarray(theta, dtype=np.float64)
+    n_edges = th.size
+    if n_edges < 2 or budget < 1:
+        raise InputError("the frontier needs at least two edges and one probe")
+    z = float(norm.ppf(0.5 + confidence / 2))
+    b = float(np.mean(th > 0.5))
+    s2 = float(np.var(1.0 - th, ddof=1))
+    noise = float(np.mean(th * (1.0 - th)))
+    most_fresh = min(float(budget), float(n_edges))
+
+    def share(fresh: float) -> float:
+        return b + (1.0 - fresh / budget) * (1.0 - b)
+
+    f = max(0.0, (weak_share - b) / (1.0 - b)) if b < 1.0 else 0.0
+    fresh = min(budget * (1.0 - f), most_fresh)
+    needed = z * math.sqrt(max((1.0 - fresh / n_edges) * s2 + noise, 0.0) / fresh) if fresh > 0 else math.inf
+    # The half-width falls as n₁ grows: the least n₁ that reaches ``halfwidth``.
+    least = (s2 + noise) / ((halfwidth / z) ** 2 + s2 / n_edges)
+    reachable = None if least > most_fresh else share(least)
+    return {"weak_share": weak_share, "ci_halfwidth_needed": round(needed, 4) if math.isfinite(needed) else None,
+            "ci_halfwidth": halfwidth, "weak_share_reachable": None if reachable is None else round(reachable, 3),
+            "weak_edge_share": round(b, 3)}
+
+
 def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 0, kg=None) -> dict:
     """The keys ``kgprobe bench efficiency --truth`` adds to its JSON line (run defaults, 256 queries).
 
     ``coverage`` and ``ci_halfwidth`` (mean) of the reported KG interval; ``predicate_coverage``:
     the share of predicates whose interval held their truth in ≥ 85 % of runs, and the
-    minimum coverage over predicates.
+    minimum coverage over predicates; ``ideal_frontier``: what a 60 % weak share costs in
+    half-width at best, and the weak share reachable at ±6 points (:func:`weak_share_frontier`).
     """
     d = run_defaults()
     out = replay_coverage(sweep, sampler=d["sampler"], audit_fraction=d["audit_fraction"], batch=d["batch"],
@@ -348,6 +398,8 @@ def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 
         "predicate_coverage": {"share": pc["share_at_target"], "min": pc["min"], "target": pc["target"]},
         "group_coverage": {"share": gc["share_at_target"], "min": gc["min"], "target": gc["target"]},
         "group_estimates_outside_unit": out["group_estimates_outside_unit"],
+        # What the weak-share and half-width bars cost together at best (weak_share_frontier).
+        "ideal_frontier": weak_share_frontier(_theta(sweep), budget),
         "coverage_study": {"runs": runs, "budget": budget, "truth": out["truth"], "estimator": "ht-difference",
                            "sampler": d["sampler"], "audit_fraction": d["audit_fraction"], "design": d["design"],
                            "audit_wilson": out["audit-wilson"], "group_coverage_min": out["group_coverage"]["min"]},

@@ -167,6 +167,10 @@ def test_a_sweep_of_a_built_kg_replays_through_the_cli(built_sweeps, capsys):
     # top-k and batch scale with the 6 edges: round(600 * 6 / 3246) = 1, round(64 * 6 / 3246) = 0 -> 1
     assert (out["k"], out["batch"]) == (1, 1)
     assert out["coverage_study"]["truth"] == out["accuracy"]
+    # the ideal frontier of the sweep's own truth at 256 queries (hand-checked in tests/engine/test_design.py)
+    from kgprobe.simulation.coverage import weak_share_frontier
+
+    assert out["ideal_frontier"] == weak_share_frontier(1.0 - right.mean(axis=1), 256)
 
     assert main(["bench", "prior", "--truth", str(sweep_file), str(other_file), "--graph", str(kg_file),
                  "--runs", "3"]) == 0
