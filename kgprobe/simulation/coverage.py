@@ -331,7 +331,7 @@ FRONTIER_HALFWIDTH = 0.06
 
 def weak_share_frontier(theta, budget: int, *, weak_share: float = FRONTIER_WEAK_SHARE,
                         halfwidth: float = FRONTIER_HALFWIDTH, confidence: float = 0.95) -> dict:
-    """What a share of probes on weak edges costs in half-width at best, on a sweep's truth.
+    """What a share of probes on weak edges costs in half-width, in a model of the best case.
 
     An idealized run of ``budget`` probes over the N edges with accuracies ``μ_j = 1 − θ_j``:
     its *fresh* probes go to edges not yet answered, drawn uniformly (a design that cannot
@@ -341,7 +341,9 @@ def weak_share_frontier(theta, budget: int, *, weak_share: float = FRONTIER_WEAK
     fresh edges, ``f = (w − b)/(1 − b)``, and the KG accuracy rests on them: the sample
     mean of their answers, each edge counted once (the finite-population gain in full),
     has variance ``((1 − n₁/N)·S² + β̄)/n₁`` with ``S²`` the variance of the ``μ_j`` over
-    the edges and ``β̄`` the mean Bernoulli variance ``θ(1 − θ)`` of one answer.
+    the edges and ``β̄`` the mean Bernoulli variance ``θ(1 − θ)`` of one answer. Not a
+    strict bound: predictions of the unanswered edges, left out here, can shrink the
+    ``S²`` part (docs/design.md, "The frontier").
 
     Returns the half-width this needs at ``weak_share`` (``ci_halfwidth_needed``) and the
     largest weak share reachable at ``halfwidth`` (``weak_share_reachable``; None when even
@@ -379,7 +381,8 @@ def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 
     ``coverage`` and ``ci_halfwidth`` (mean) of the reported KG interval; ``predicate_coverage``:
     the share of predicates whose interval held their truth in ≥ 85 % of runs, and the
     minimum coverage over predicates; ``ideal_frontier``: what a 60 % weak share costs in
-    half-width at best, and the weak share reachable at ±6 points (:func:`weak_share_frontier`).
+    half-width in a best-case model, and the weak share it reaches at ±6 points
+    (:func:`weak_share_frontier`).
     """
     d = run_defaults()
     out = replay_coverage(sweep, sampler=d["sampler"], audit_fraction=d["audit_fraction"], batch=d["batch"],
@@ -398,7 +401,7 @@ def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 
         "predicate_coverage": {"share": pc["share_at_target"], "min": pc["min"], "target": pc["target"]},
         "group_coverage": {"share": gc["share_at_target"], "min": gc["min"], "target": gc["target"]},
         "group_estimates_outside_unit": out["group_estimates_outside_unit"],
-        # What the weak-share and half-width bars cost together at best (weak_share_frontier).
+        # What the weak-share and half-width bars cost together in a best-case model.
         "ideal_frontier": weak_share_frontier(_theta(sweep), budget),
         "coverage_study": {"runs": runs, "budget": budget, "truth": out["truth"], "estimator": "ht-difference",
                            "sampler": d["sampler"], "audit_fraction": d["audit_fraction"], "design": d["design"],
