@@ -2,7 +2,7 @@
 
 Builds a synthetic graph of N edges with Zipf-skewed degrees
 (:mod:`kgprobe.simulation.synthetic`; 10 % dead edges), then times full rounds of
-Thompson sampling as a run uses it by default (10 % uniform audit draws + top-n of the
+Thompson sampling as a run uses it by default (10 % uniform design draws + top-n of the
 Thompson draws; :mod:`kgprobe.sampling.thompson`, exact threshold
 draws), answers from a Bernoulli oracle whose error rates cluster by node, and the
 update with one-hop propagation (w = 1). ``--warmup`` rounds run first so the state is
