@@ -157,13 +157,7 @@ def probe(
     for listener in listeners:
         run.subscribe(listener)
     if not lazy:
-        try:
-            run.finish(progress=progress)
-        except BaseException:
-            # The run file stays resumable; release it (and its lock) for `resume`.
-            run.close()
-            raise
-        run.release_workers()
+        _play_to_the_end(run, progress)
         if report and run.path != MEMORY:
             from kgprobe.report import write_report
 
@@ -285,10 +279,16 @@ def resume(
     if run.nothing_left:
         return run
     if not lazy:
-        try:
-            run.finish(progress=progress)
-        except BaseException:
-            run.close()
-            raise
-        run.release_workers()
+        _play_to_the_end(run, progress)
     return run
+
+
+def _play_to_the_end(run: Run, progress: bool) -> None:
+    """Play ``run``'s remaining rounds and stop the Ray workers it started."""
+    try:
+        run.finish(progress=progress)
+    except BaseException:
+        # The run file stays resumable; release it (and its lock) for `resume`.
+        run.close()
+        raise
+    run.release_workers()
