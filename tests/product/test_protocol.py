@@ -153,6 +153,7 @@ def test_report_json_output_and_export(tmp_path, countries, sim_model, capsys):
     header, samples = lines[0], lines[1:]
     assert header["protocol"] == data["protocol"]
     assert len(samples) == len(probes) == 32  # 2 rounds of 16, one query each
+    assert all(s["design"] is True for s in samples)  # the run default: every probe a design draw
     for s, p in zip(samples, probes):
         assert (s["round"], s["pos"], s["edge"], s["verdict"], s["response"]) == \
             (p.round, p.pos, p.edge, p.correct, p.answer)
