@@ -28,10 +28,10 @@ Patterns not tuned on (plain mode, ``pattern_ratios``): graph-clustered weak reg
 independent U-shaped errors and errors set by predicate alone
 (:mod:`kgprobe.simulation.patterns`), for the samplers the bars are about.
 
-Coverage: 50 seeded runs of the ``focus`` sampler (10 % audit draws) for one brute-force
+Coverage: 50 seeded runs of the ``focus`` sampler (10 % design draws) for one brute-force
 epoch of queries each; the share of runs whose 95 % interval for the KG accuracy
 (:func:`kgprobe.metrics.kg_accuracy_estimate`) contains the true ``1 − mean θ*``.
-``coverage`` is the audit mean with Wilson interval (what a run reports from its
+``coverage`` is the design mean with Wilson interval (what a run reports from its
 recorded probes); ``coverage_difference_estimator`` scores the difference estimator,
 which also needs the sampler's predictions at each round.
 """
@@ -236,7 +236,7 @@ def handle(args) -> int:
     cov_spec = SamplerSpec("focus", "focus", 1.0)
     cov = estimator_coverage(pkg.heads, pkg.tails, kg.active, theta, predicates=kg.predicate_of,
                              sampler=cov_spec, batch=args.batch, epochs=1.0, seeds=range(args.coverage_runs))
-    print(f"coverage of the 95% audit interval: {cov['coverage']:.2f} over {cov['runs']} runs "
+    print(f"coverage of the 95% design interval: {cov['coverage']:.2f} over {cov['runs']} runs "
           f"(mean width {cov['mean_width']:.3f}); difference estimator {cov['coverage_difference']:.2f} "
           f"(mean width {cov['mean_width_difference']:.3f})")
     out = {
@@ -261,7 +261,7 @@ def handle(args) -> int:
         "pattern_seeds": args.pattern_seeds if args.patterns else 0,
         "coverage": round(cov["coverage"], 3),
         "coverage_runs": cov["runs"],
-        "coverage_sampler": "focus (audit_fraction 0.1)",
+        "coverage_sampler": "focus (design_fraction 0.1)",
         "coverage_budget_epochs": 1.0,
         "coverage_mean_ci_width": round(cov["mean_width"], 4),
         "coverage_truth": round(cov["truth"], 4),

@@ -13,10 +13,10 @@ removes the most uncertainty about weak edges. On the pooled empirical-Bayes pos
 The second factor is the expected drop in posterior variance from one more probe (the
 variance of the posterior mean's update); the first restricts attention to edges that
 are plausibly blind spots. The top n − a scores are probed (ties broken at random),
-plus ``a`` uniform audit draws (``audit_fraction``, default 0.1) that feed the unbiased
+plus ``a`` uniform design draws (``design_fraction``, default 0.1) that feed the unbiased
 KG-level accuracy estimate. The point estimate is the pooled posterior mean.
 
-Deterministic given the seed (the only randomness is audit draws and tie-breaking).
+Deterministic given the seed (the only randomness is design draws and tie-breaking).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import betainc
 
-from kgprobe.sampling.audit import check_batch_size, check_fraction
+from kgprobe.sampling.design_draws import check_batch_size, check_fraction
 from kgprobe.sampling.base import Selection
 from kgprobe.sampling.epsilon_greedy import top_n_by_score
 from kgprobe.sampling.pooled import PooledPosteriorSampler
@@ -43,16 +43,16 @@ class FocusSampler(PooledPosteriorSampler):
 
     name = "focus"
 
-    def __init__(self, *, audit_fraction: float = 0.1, threshold: float = 0.5, refit_growth: float = 1.1):
-        super().__init__(audit_fraction=audit_fraction, refit_growth=refit_growth)
+    def __init__(self, *, design_fraction: float = 0.1, threshold: float = 0.5, refit_growth: float = 1.1):
+        super().__init__(design_fraction=design_fraction, refit_growth=refit_growth)
         self.threshold = check_fraction("threshold", threshold)
 
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
         n = check_batch_size(pkg, n)
         self._maybe_fit(pkg)
-        n, audit, pool = self.design_draws(pkg, n, rng)
+        n, design, pool = self.design_draws(pkg, n, rng)
         a, b = self.posterior(pkg)
         score = np.zeros(pkg.num_edges)
         score[pool] = focus_scores(a[pool], b[pool], self.threshold)
-        chosen = top_n_by_score(score, pool, n - audit.size, rng)
-        return Selection.audited(audit, chosen)
+        chosen = top_n_by_score(score, pool, n - design.size, rng)
+        return Selection.design_first(design, chosen)

@@ -132,7 +132,7 @@ def test_every_small_predicate_gets_an_interval_that_holds_on_a_skewed_replay():
     sweep = skewed_sweep(seed=0)
     counts = np.bincount(sweep_predicates(sweep))
     assert sorted(counts[counts > 0].tolist()) == [2, 2, 3, 5, 7, 11, 666]
-    common = dict(sampler="focus", audit_fraction=1.0, budget=256, batch=32, runs=40)
+    common = dict(sampler="focus", design_fraction=1.0, budget=256, batch=32, runs=40)
     uniform = replay_coverage(sweep, design="uniform", **common)
     adaptive = replay_coverage(sweep, design="adaptive", **common)
     assert max(uniform["predicate_coverage"]["no_interval_share"].values()) > 0.5
