@@ -39,29 +39,8 @@ from kgprobe.inputs import (  # noqa: F401  (re-exported: the API's names from o
 from kgprobe.kg.graph import KnowledgeGraph
 from kgprobe.models.base import LanguageModel
 from kgprobe.runs import ProbeAnswer, Run, WeakEdge  # noqa: F401  (re-exported)
-from kgprobe.settings import RUN_DEFAULTS
 from kgprobe.start import check_model, check_run, fit_item_prior, start_run  # noqa: F401  (re-exported)
 from kgprobe.store import RunStore, kg_fingerprint
-
-#: Share of each batch drawn by the design with known inclusion probabilities
-#: (:mod:`kgprobe.sampling.audit`); the one value lives in
-#: :data:`kgprobe.settings.RUN_DEFAULTS` (all of the batch, see the reason there).
-DEFAULT_AUDIT_FRACTION = RUN_DEFAULTS["design_fraction"]
-
-
-def with_audit_fraction(sampler: str, options: dict | None, fraction: float | None) -> dict:
-    """Sampler options plus ``audit_fraction`` if the sampler takes one and none is set."""
-    import inspect
-
-    from kgprobe.sampling import SAMPLERS
-
-    options = dict(options or {})
-    cls = SAMPLERS.get(sampler)
-    if cls is not None and fraction is not None and "audit_fraction" not in options:
-        if "audit_fraction" in inspect.signature(cls.__init__).parameters:
-            options["audit_fraction"] = fraction
-    return options
-
 
 # -- entry points ------------------------------------------------------------------------
 class _Default:
@@ -91,7 +70,7 @@ def probe(
     probe_options: dict | None = None,
     sampler_options: dict | None = None,
     model_options: dict | None = None,
-    audit_fraction: float | None = DEFAULT,
+    audit_fraction: float | None = DEFAULT,  # design_fraction's older name, kept for existing scripts (warns)
     store: str | os.PathLike | RunStore | None = DEFAULT,
     report: bool = True,
     progress: bool = True,
@@ -178,13 +157,7 @@ def probe(
     for listener in listeners:
         run.subscribe(listener)
     if not lazy:
-        try:
-            run.finish(progress=progress)
-        except BaseException:
-            # The run file stays resumable; release it (and its lock) for `resume`.
-            run.close()
-            raise
-        run.release_workers()
+        _play_to_the_end(run, progress)
         if report and run.path != MEMORY:
             from kgprobe.report import write_report
 
@@ -306,10 +279,16 @@ def resume(
     if run.nothing_left:
         return run
     if not lazy:
-        try:
-            run.finish(progress=progress)
-        except BaseException:
-            run.close()
-            raise
-        run.release_workers()
+        _play_to_the_end(run, progress)
     return run
+
+
+def _play_to_the_end(run: Run, progress: bool) -> None:
+    """Play ``run``'s remaining rounds and stop the Ray workers it started."""
+    try:
+        run.finish(progress=progress)
+    except BaseException:
+        # The run file stays resumable; release it (and its lock) for `resume`.
+        run.close()
+        raise
+    run.release_workers()

@@ -107,6 +107,10 @@ class EngineConfig:
         if unknown:
             raise InputError(f"unknown run setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         d = {**RECORDED_BEFORE, **d}
+        if "sampler_options" in d:  # older run files name some options differently
+            from kgprobe.sampling import current_option_names
+
+            d["sampler_options"] = current_option_names(d["sampler_options"])
         if "prior" in d:
             d["prior"] = tuple(d["prior"])
         return cls(**d)
@@ -171,7 +175,7 @@ class RoundSummary:
     round: int
     edges: np.ndarray
     correct: np.ndarray
-    audit: np.ndarray
+    design: np.ndarray
     queries: int
     queries_spent: int
     budget: int | None
@@ -332,10 +336,10 @@ class Engine:
             engine.probe_only = np.zeros(kg.num_edges, dtype=bool)
             engine.probe_only[np.asarray(json.loads(probe_only), dtype=np.int64)] = True
         if item_prior is not None:
-            from kgprobe.sampling.audit import prior_design_weights
+            from kgprobe.sampling.design_draws import prior_design_weights
 
             engine.design_base = prior_design_weights(pkg, item_prior.initial_mean(), config.prior_design)
-        from kgprobe.sampling.audit import UNTILTED_SAMPLERS
+        from kgprobe.sampling.design_draws import UNTILTED_SAMPLERS
         from kgprobe.sampling.design import DesignPlan
 
         if config.design != "uniform" and config.sampler not in UNTILTED_SAMPLERS:
@@ -455,13 +459,13 @@ class Engine:
         # Predictions of every outcome from the state before the round: what the
         # model-assisted estimators correct (kgprobe.estimators).
         right, predictions = self._predictions()
-        from kgprobe.sampling.audit import audit_inclusion, round_design_weights
+        from kgprobe.sampling.design_draws import design_inclusion, round_design_weights
         from kgprobe.sampling.design import FLOOR
 
         # The design share of the batch, always drawn with known probabilities: the run's
         # stratified or adaptive design (kgprobe.sampling.design; its own generators, so the
         # floor part is the same for every model with this seed), or the uniform design
-        # (weighted by the prior and/or tilted, kgprobe.sampling.audit); uniform and brute
+        # (weighted by the prior and/or tilted, kgprobe.sampling.design_draws); uniform and brute
         # force stay as named.
         plan = self.design_plan
         if plan is not None:
@@ -472,15 +476,15 @@ class Engine:
         try:
             selection = self.sampler.select(self.pkg, n, round_rng(cfg.seed, r, 0))
             edges = np.asarray(selection.edges, dtype=np.int64)
-            audit = np.asarray(selection.audit, dtype=bool)
+            in_design = np.asarray(selection.design, dtype=bool)
             inclusion = np.full(edges.size, np.nan)
             parts = np.zeros(edges.size, dtype=np.int64)
             if plan is not None:
-                inclusion[audit] = self.pkg.design.inclusion(edges[audit])
-                parts[audit] = self.pkg.design.parts(edges[audit])
+                inclusion[in_design] = self.pkg.design.inclusion(edges[in_design])
+                parts[in_design] = self.pkg.design.parts(edges[in_design])
             else:
-                inclusion[audit] = audit_inclusion(self.pkg, int(audit.sum()), edges[audit])
-                parts[audit] = FLOOR
+                inclusion[in_design] = design_inclusion(self.pkg, int(in_design.sum()), edges[in_design])
+                parts[in_design] = FLOOR
         finally:
             self.pkg.design_weights = None
             self.pkg.design = None
@@ -488,7 +492,7 @@ class Engine:
         selected = edges.size
         if self.probe_only is not None:
             mine = self.probe_only[edges]
-            edges, audit, inclusion, parts, positions = (edges[mine], audit[mine], inclusion[mine], parts[mine],
+            edges, in_design, inclusion, parts, positions = (edges[mine], in_design[mine], inclusion[mine], parts[mine],
                                                          positions[mine])
         attempts = self._attempts(edges)
         tasks: list[ProbeTask] = [
@@ -499,13 +503,13 @@ class Engine:
             # A task may cost more than one query; drop trailing tasks so the budget holds.
             cost = np.cumsum([t.num_queries for t in tasks]) if tasks else np.empty(0)
             keep = int(np.searchsorted(cost, remaining, side="right"))
-            drawn = int(audit.sum())
-            tasks, edges, audit, parts = tasks[:keep], edges[:keep], audit[:keep], parts[:keep]
+            drawn = int(in_design.sum())
+            tasks, edges, in_design, parts = tasks[:keep], edges[:keep], in_design[:keep], parts[:keep]
             inclusion = np.asarray(inclusion, dtype=np.float64)[:keep]
-            if int(audit.sum()) < drawn:
+            if int(in_design.sum()) < drawn:
                 # The budget ended inside the design share: the kept draws are no longer a
                 # sample with known probabilities, so none of them counts as design-based.
-                audit = np.zeros(keep, dtype=bool)
+                in_design = np.zeros(keep, dtype=bool)
                 parts = np.zeros(keep, dtype=np.int64)
         if not tasks and not (self.probe_only is not None and selected):
             return None  # a shard's round without any of its edges is still played (and recorded)
@@ -539,7 +543,7 @@ class Engine:
     def _finish_round(self, r, tasks, edges, parts, inclusion, right, predictions, scores, generations,
                       score_requests, generate_requests, replayed_s, replayed_g, started_wall, t0):
         """Verify, update the PKG, and commit the round (inside the round's transaction)."""
-        audit = parts > 0
+        in_design = parts > 0
         verdicts: list[Verdict] = []
         si = gi = 0
         for task in tasks:
@@ -586,16 +590,16 @@ class Engine:
         )
         if self.design_plan is not None:
             self.design_plan.record(edges, parts)
-        return edges, correct, audit, queries, num_requests, elapsed, replayed, metrics, newly_converged
+        return edges, correct, in_design, queries, num_requests, elapsed, replayed, metrics, newly_converged
 
-    def _summarize(self, r, model_seconds, edges, correct, audit, queries, num_requests, elapsed, replayed,
+    def _summarize(self, r, model_seconds, edges, correct, in_design, queries, num_requests, elapsed, replayed,
                    metrics, newly_converged) -> RoundSummary:
         cfg = self.config
         summary = RoundSummary(
             round=r,
             edges=edges,
             correct=correct,
-            audit=audit,
+            design=in_design,
             queries=queries,
             queries_spent=self.queries_spent,
             budget=cfg.budget,

@@ -13,7 +13,7 @@ The data. Each round t the engine records, *before* the round is played,
   mean predicted Bernoulli variance ``V̄_{G,t}`` (mean of ``ŷ(1 − ŷ)``),
 
 and the sampler flags its *design-based* probes: edges drawn by a random design with a
-known inclusion probability ``π_i`` (:mod:`kgprobe.sampling.audit`; uniform without
+known inclusion probability ``π_i`` (:mod:`kgprobe.sampling.design_draws`; uniform without
 replacement, ``π_i = m_t / N`` for ``m_t`` draws among ``N`` active edges).
 
 The estimator (Horvitz–Thompson difference estimator; the "active inference" of Zrnic &
@@ -103,7 +103,7 @@ class GroupEstimate:
 class ProbeTable:
     """The per-probe columns and per-round prediction summaries an estimate needs.
 
-    ``correct``, ``design`` (the audit flag), ``predicted`` (ŷ_i), ``inclusion`` (π_i,
+    ``correct``, ``design`` (the design flag), ``predicted`` (ŷ_i), ``inclusion`` (π_i,
     NaN for sampler-chosen probes), ``round`` (index into the per-round lists), and
     per probe its group labels in ``labels[kind]`` (e.g. ``labels["predicate"]``).
     ``round_means[t][kind][g] = (P̄_{g,t}, V̄_{g,t})``; ``group_sizes[kind][g] = N_g``.
@@ -517,7 +517,7 @@ def table_from_store(store) -> ProbeTable | None:
             else np.empty(0, object)
     means = [{kind: {g: tuple(v) for g, v in preds[r][kind].items()} for kind in labels}
              for r in range(1, last + 1)]
-    design = probes["audit"]
+    design = probes["design"]
     table = ProbeTable(probes["correct"], design, probes["predicted"], probes["inclusion"], rounds - 1,
                        per_probe, means, sizes, probes["edge"], part=probes.get("part"))
     return table
@@ -528,7 +528,7 @@ def run_estimates(store, *, confidence: float = 0.95) -> dict:
 
     ``{"kg": {...}, "by_predicate": {id: {...}}, "by_group": {name: {...}}}``; each entry
     is a :meth:`GroupEstimate.as_dict`. Runs recorded before predictions were stored get
-    the plain audit mean with a Wilson interval for the KG and model-based groups only.
+    the plain design mean with a Wilson interval for the KG and model-based groups only.
     """
     from kgprobe.metrics import wilson_interval
 
@@ -552,13 +552,13 @@ def run_estimates(store, *, confidence: float = 0.95) -> dict:
             out[key] = {g: e.as_dict() for g, e in group_estimates(table, kind, confidence=confidence,
                                                                    direct=direct[kind]).items()}
         return _with_labels(out, kg)
-    d = probes["audit"]
+    d = probes["design"]
     n = int(d.sum())
     if n:
         k = int(probes["correct"][d].sum())
         low, high = wilson_interval(k, n, confidence)
         p = k / n
-        out["kg"] = GroupEstimate(p, low, high, n, int(act.sum()), DESIGN, "audit-wilson",
+        out["kg"] = GroupEstimate(p, low, high, n, int(act.sum()), DESIGN, "design-wilson",
                                   math.sqrt(max(p * (1 - p), 1e-12) / n)).as_dict()
     else:
         out["kg"] = None

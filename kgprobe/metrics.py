@@ -11,7 +11,7 @@ These are over **probed edges** — a biased sample of the KG when an adaptive s
 chose them (Thompson sampling over-samples weak edges), so they are rates, not estimates
 for the KG. The KG, predicate and group accuracy a run reports, with intervals, are the
 design-based estimates of :mod:`kgprobe.estimators`. :func:`kg_accuracy_estimate` here is
-the older audit-only estimate (uniform audit draws; plain mean with Wilson's interval, or
+the older design-only estimate (uniform design draws; plain mean with Wilson's interval, or
 the difference estimator), kept for the sampler study and for reading old run files.
 """
 
@@ -151,7 +151,7 @@ class AccuracyEstimate:
     low: float
     high: float
     n: int
-    """Number of probes the estimate rests on (the audit probes)."""
+    """Number of probes the estimate rests on (the design probes)."""
     method: str
 
     def as_dict(self) -> dict[str, float | int | str]:
@@ -172,54 +172,54 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
 
 def kg_accuracy_estimate(
     correct,
-    audit,
+    design,
     *,
     confidence: float = 0.95,
     predicted=None,
     rounds=None,
     mean_predicted=None,
 ) -> AccuracyEstimate:
-    """Unbiased accuracy of the whole KG from the audit probes of a run.
+    """Unbiased accuracy of the whole KG from the design probes of a run.
 
-    ``correct`` and ``audit`` are flat per-probe arrays over all rounds (what the engine
-    records: each probe's verdict and its ``Selection.audit`` flag).
+    ``correct`` and ``design`` are flat per-probe arrays over all rounds (what the engine
+    records: each probe's verdict and its ``Selection.design`` flag).
 
-    Estimator: each audit probe picks its edge uniformly from the active edges,
+    Estimator: each design probe picks its edge uniformly from the active edges,
     independently of everything before, and the model answers it right with probability
-    ``1 − θ_j``; so each audit verdict is a Bernoulli draw with mean
+    ``1 − θ_j``; so each design verdict is a Bernoulli draw with mean
     ``A = 1 − mean_j θ_j`` (the KG accuracy) and their mean is unbiased for ``A`` no
     matter how the other probes were chosen. The interval is Wilson's score interval at
-    ``confidence``; within a round audit edges are drawn without replacement, which only
+    ``confidence``; within a round design edges are drawn without replacement, which only
     shrinks the variance, so the interval is if anything conservative. Returns NaNs with
-    ``method="no-audit-probes"`` when no probe was an audit draw (e.g. plain Thompson
-    sampling with ``audit_fraction=0``) — there is then no unbiased estimate to give.
+    ``method="no-design-probes"`` when no probe was a design draw (e.g. plain Thompson
+    sampling with ``design_fraction=0``) — there is then no unbiased estimate to give.
 
     With ``predicted`` (per probe: the predicted chance of a right answer on its edge,
     ``1 − θ̂_j``, from the state *before* the probe's round), ``rounds`` (per probe: its
     round index) and ``mean_predicted`` (per round index: the mean prediction over all
     active edges from that same state), the estimate is the **difference estimator**
-    ``mean_i z_i`` with ``z_i = mean_predicted[t_i] + (y_i − predicted_i)`` over audit
-    probes i. Given the past, an audit edge is uniform, so ``E[y_i − predicted_i] =
+    ``mean_i z_i`` with ``z_i = mean_predicted[t_i] + (y_i − predicted_i)`` over design
+    probes i. Given the past, a design edge is uniform, so ``E[y_i − predicted_i] =
     A − mean_predicted[t_i]`` and every ``z_i`` has mean ``A``: unbiased whatever the
     predictions are, and far less variable than the plain mean when they are good
     (facts a model knows or not are predictable from its earlier answers). Interval:
-    normal, ``mean ± z·sd(z_i)/√n`` (method ``"audit-difference"``).
+    normal, ``mean ± z·sd(z_i)/√n`` (method ``"design-difference"``).
     """
     c = np.asarray(correct, dtype=bool)
-    a = np.asarray(audit, dtype=bool)
+    a = np.asarray(design, dtype=bool)
     if c.shape != a.shape:
-        raise InputError(f"correct and audit must have one flag per probe, got shapes {c.shape} and {a.shape}")
+        raise InputError(f"correct and design must have one flag per probe, got shapes {c.shape} and {a.shape}")
     if not 0 < confidence < 1:
         raise InputError(f"confidence must lie in (0, 1), got {confidence}")
     n = int(a.sum())
     if n == 0:
         nan = float("nan")
-        return AccuracyEstimate(nan, nan, nan, 0, "no-audit-probes")
+        return AccuracyEstimate(nan, nan, nan, 0, "no-design-probes")
     if predicted is not None:
         return _difference_estimate(c, a, predicted, rounds, mean_predicted, confidence)
     k = int(c[a].sum())
     low, high = wilson_interval(k, n, confidence)
-    return AccuracyEstimate(k / n, low, high, n, "audit-wilson")
+    return AccuracyEstimate(k / n, low, high, n, "design-wilson")
 
 
 def _difference_estimate(c, a, predicted, rounds, mean_predicted, confidence) -> AccuracyEstimate:
@@ -237,4 +237,4 @@ def _difference_estimate(c, a, predicted, rounds, mean_predicted, confidence) ->
     est = float(z.mean())
     sd = float(z.std(ddof=1)) if n > 1 else float("inf")
     half = float(norm.ppf(0.5 + confidence / 2)) * sd / math.sqrt(n)
-    return AccuracyEstimate(est, max(0.0, est - half), min(1.0, est + half), n, "audit-difference")
+    return AccuracyEstimate(est, max(0.0, est - half), min(1.0, est + half), n, "design-difference")

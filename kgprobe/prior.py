@@ -24,7 +24,7 @@ That prediction is then weighed against the run's own (the sampler's posterior, 
 over predicates and neighbours) by how well each predicts answers it has not seen
 (:meth:`ItemPrior.stacked`): sources that fail on other facts than the new model get
 little weight, so a weak prior cannot make the estimate worse than no prior. The design
-draws, too, lean on the prior (:func:`kgprobe.sampling.audit.prior_design_weights`).
+draws, too, lean on the prior (:func:`kgprobe.sampling.design_draws.prior_design_weights`).
 
 Edges no source probed get the mean difficulty. The PKG starts from ``Beta(α₀ + K(1 −
 p_j), β₀ + K p_j)`` so the sampler, too, starts from what the prior knows. The fitted

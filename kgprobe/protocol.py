@@ -7,7 +7,7 @@ run is created (meta key ``protocol``) and shown at the top of every report and 
 ``method``, ``probe_options``
     the probe method and *every* option it was built with (defaults included);
 ``sampler``, ``sampler_options``
-    the sampler and every option (the audit fraction among them);
+    the sampler and every option (the design fraction among them);
 ``batch_size``, ``budget``, ``max_rounds``, ``seed``, ``propagation_weight``, ``prior``, ``design``, ``convergence``
     the run's other settings;
 ``model``
@@ -220,7 +220,7 @@ def _config_fields(config: Mapping[str, Any]) -> dict[str, Any]:
         "seed": config["seed"],
         "propagation_weight": config["propagation_weight"],
         "prior": list(config.get("prior") or (1.0, 1.0)),
-        # How the design draws were weighted (kgprobe.sampling.audit): older run files
+        # How the design draws were weighted (kgprobe.sampling.design_draws): older run files
         # have neither key and drew uniformly.
         "design": {"tilt": config.get("design_tilt", 0.0), "prior_share": config.get("prior_design", 0.0)},
         "convergence": {
@@ -255,9 +255,11 @@ def build_protocol(config, kg, model, spec: str = "", *, date: str | None = None
 
 def reconstruct_protocol(store) -> dict[str, Any]:
     """A protocol for a run file written before protocols were stored (best effort)."""
+    from kgprobe.sampling import current_option_names
     from kgprobe.settings import option_specs, probe_class, sampler_class
 
     cfg = dict(store.config)
+    cfg["sampler_options"] = current_option_names(cfg.get("sampler_options") or {})
     fields = _config_fields(cfg)
     # Those runs built their probe and sampler from the class defaults plus what was stored.
     for kind, key, getter in (("probe", "probe_options", probe_class), ("sampler", "sampler_options", sampler_class)):
@@ -293,9 +295,14 @@ def reconstruct_protocol(store) -> dict[str, Any]:
 def protocol_of_store(store) -> dict[str, Any]:
     """The stored protocol of a run file, or one reconstructed for an older file."""
     raw = store.meta("protocol")
-    if raw:
-        return json.loads(raw)
-    return reconstruct_protocol(store)
+    if not raw:
+        return reconstruct_protocol(store)
+    from kgprobe.sampling import current_option_names
+
+    proto = json.loads(raw)
+    if isinstance(proto.get("sampler_options"), dict):  # older run files name some options differently
+        proto["sampler_options"] = current_option_names(proto["sampler_options"])
+    return proto
 
 
 # -- comparing -------------------------------------------------------------------------------

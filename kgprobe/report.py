@@ -165,14 +165,14 @@ def measure_null_baseline(path: str, model, spec: str, *, renderings: int | None
     from kgprobe.inputs import find_run
     from kgprobe.store import RunStore
 
-    with Run(RunStore.open(find_run(path), writable=False)) as run:
+    # Writable from the start: a run being written elsewhere is refused before the measurement, not after it.
+    with Run(RunStore.open(find_run(path), writable=True, verify=True)) as run:
         cfg = run.config
         measured = measure_null(model, run.kg, cfg.method, cfg.probe_options, seed=cfg.seed,
                                 renderings=renderings or NULL_RENDERINGS)
         measured["model"] = spec
         measured["protocol"] = _null_key(run)
-    with RunStore.open(path, writable=True) as store:
-        store.set_meta(NULL_META, json.dumps(measured, sort_keys=True))
+        run.store.set_meta(NULL_META, json.dumps(measured, sort_keys=True))
     return measured
 
 

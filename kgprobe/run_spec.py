@@ -159,7 +159,8 @@ SETTINGS: tuple[Setting, ...] = (
             api_doc="Options merged key by key over the sampler's defaults (type-checked)."),
     # Why all of it: a design-unbiased estimate's variance is about residual variance /
     # design probes, so at the default budget no smaller share keeps the interval on the
-    # KG accuracy as narrow (docs: the replay table).
+    # KG accuracy as narrow (docs: the replay table). The aliases are the concept's older
+    # name ("audit"), kept working with a warning for existing scripts and config files.
     Setting("design_fraction", 1.0, "float",
             "share of each batch drawn by the known-probability design the unbiased estimates rest on "
             "(default 1: every probe; lower it to give the sampler's own choices more, at the price of wider "
@@ -167,7 +168,7 @@ SETTINGS: tuple[Setting, ...] = (
             toml_aliases=("audit_fraction",),
             api_doc="Share of each batch drawn by the design with known inclusion probabilities (see ``design``) "
                     "that the unbiased estimates rest on; the rest is the sampler's own choice (for samplers "
-                    "that take ``audit_fraction``). Default 1. The old keyword ``audit_fraction`` still works, "
+                    "that take ``design_fraction``). Default 1. The old keyword ``audit_fraction`` still works, "
                     "with a DeprecationWarning."),
     # Adaptive: each round's draws lean towards edges predicted wrong or uncertain (known
     # probabilities, a floor shared by every model with the same seed, a minimum of draws
@@ -198,7 +199,7 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="SHARE", engine=True,
             api_doc="With ``prior``: share (0–1) of the design probabilities that follows the prior's predicted "
                     "outcome spread, so edges the prior leaves uncertain are drawn more often "
-                    "(:func:`kgprobe.sampling.audit.prior_design_weights`; default 0.5, 0 = uniform). Fixed by "
+                    "(:func:`kgprobe.sampling.design_draws.prior_design_weights`; default 0.5, 0 = uniform). Fixed by "
                     "the prior alone: runs with the same prior and seed compare paired."),
     # 0 keeps the design uniform, so runs with the same seed share design edges (paired).
     Setting("design_tilt", 0.0, "float",

@@ -326,7 +326,7 @@ class Run:
         """Unbiased KG-level accuracy (share of active edges the model answers right), with a CI.
 
         The design-based, model-assisted estimate of :mod:`kgprobe.estimators`: the
-        predictions recorded before each round, corrected by the design-based (audit)
+        predictions recorded before each round, corrected by the design-based
         probes weighted by their inclusion probabilities. A ``GroupEstimate`` (NaN with
         ``n == 0`` when the run has no design-based probe).
         """

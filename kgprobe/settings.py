@@ -217,10 +217,12 @@ def resolve_run_settings(
                 settings[key] = value
     settings["probe_options"] = merge_options("probe", settings["method"], settings["probe_options"],
                                               source=origin["probe_options"])
-    sampler_given = dict(settings["sampler_options"])
-    if settings["design_fraction"] is not None and "audit_fraction" not in sampler_given \
-            and "audit_fraction" in option_specs(sampler_class(settings["sampler"])):
-        sampler_given["audit_fraction"] = settings["design_fraction"]
+    from kgprobe.sampling import current_option_names
+
+    sampler_given = current_option_names(settings["sampler_options"], warn=origin["sampler_options"])
+    if settings["design_fraction"] is not None and "design_fraction" not in sampler_given \
+            and "design_fraction" in option_specs(sampler_class(settings["sampler"])):
+        sampler_given["design_fraction"] = settings["design_fraction"]
     settings["sampler_options"] = merge_options("sampler", settings["sampler"], sampler_given,
                                                 source=origin["sampler_options"])
     return settings

@@ -606,7 +606,7 @@ def all_cases(kills: int = 10) -> list[tuple[str, CaseFn]]:
               config_case("tolerance-string", 'convergence_tolerance = "a"\n', "'convergence_tolerance' must be a number"),
               config_case("seed-bool", "seed = true\n", "true/false is not a number"),
               config_case("batch-zero", "batch_size = 0\n", "'batch_size' must be an integer >= 1"),
-              config_case("audit-range", "audit_fraction = 2.5\n", "'audit_fraction' must be a number"),
+              config_case("design-range", "design_fraction = 2.5\n", "'design_fraction' must be a number"),
               config_case("budget-float", "budget = 1.5\n", "'budget' must be an integer"),
               config_case("unknown-key", "metod = 'hgp'\n", "unknown setting(s) metod"),
               config_case("bad-toml", "seed = = 1\n", "is not valid TOML"),

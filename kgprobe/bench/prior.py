@@ -5,7 +5,7 @@ given with ``--truth``): for each sweep in turn, the item-response prior
 (:mod:`kgprobe.prior`) is fitted from the *other* sweeps on the same KG, and ``--runs``
 seeded replays of the held-out model (its recorded answers as the oracle, the sweep's
 edges as the KG's active set; :mod:`kgprobe.simulation.coverage`) spend ``--budget``
-queries each with the run's default sampler and audit fraction. Scored against the
+queries each with the run's default sampler and design fraction. Scored against the
 held-out sweep's truth (1 − mean θ over its edges), pooled over held-out models and runs:
 
 * ``abs_error_256`` — mean absolute error of the reported KG accuracy (the design-based,
@@ -48,7 +48,7 @@ def register(subparsers) -> None:
     parser.add_argument("--budget", type=int, default=256)
     parser.add_argument("--batch", type=int, default=None, help="edges per round (default: the run default)")
     parser.add_argument("--sampler", default=None, help="sampler (default: the run default)")
-    parser.add_argument("--audit-fraction", type=float, default=None, help="design share (default: the run default)")
+    parser.add_argument("--design-fraction", type=float, default=None, help="design share (default: the run default)")
     parser.add_argument("--prior-design", type=float, default=None, metavar="SHARE",
                         help="share of the design that follows the prior (default: the run default)")
     parser.add_argument("--seed", type=int, default=0)
@@ -152,10 +152,10 @@ def handle(args) -> int:
             raise InputError(f"--truth {name}: {exc}") from None
     sweeps = on_kg
     sampler = args.sampler or DEFAULTS["sampler"]
-    fraction = DEFAULTS["design_fraction"] if args.audit_fraction is None else args.audit_fraction
+    fraction = DEFAULTS["design_fraction"] if args.design_fraction is None else args.design_fraction
     batch = args.batch or DEFAULTS["batch_size"]
     design = DEFAULTS["prior_design"] if args.prior_design is None else args.prior_design
-    common = dict(sampler=sampler, audit_fraction=fraction, budget=args.budget, batch=batch, runs=args.runs,
+    common = dict(sampler=sampler, design_fraction=fraction, budget=args.budget, batch=batch, runs=args.runs,
                   seed=args.seed, kg=kg, tilt=DEFAULTS.get("design_tilt", 0.0), design=DEFAULTS["design"],
                   propagation_weight=DEFAULTS["propagation_weight"])
     m = args.budget * fraction
@@ -206,7 +206,7 @@ def handle(args) -> int:
         "runs_per_model": args.runs,
         "budget": args.budget,
         "sampler": sampler,
-        "audit_fraction": fraction,
+        "design_fraction": fraction,
         "batch": batch,
         "prior_design": design,
         "estimator": "ht-difference (design-based, predictions and design from the item-response prior)",

@@ -2,9 +2,9 @@
 
 Builds a synthetic graph of N edges with Zipf-skewed degrees
 (:mod:`kgprobe.simulation.synthetic`; 10 % dead edges), then times full rounds of
-Thompson sampling as a run uses it by default (10 % uniform audit draws + top-n of the
-Thompson draws; :mod:`kgprobe.sampling.thompson`, exact threshold
-draws), answers from a Bernoulli oracle whose error rates cluster by node, and the
+KGLens' Thompson sampling (``kglens-thompson`` with its class defaults: 10 % uniform
+design draws + top-n of the Thompson draws; :mod:`kgprobe.sampling.thompson`, exact
+threshold draws), answers from a Bernoulli oracle whose error rates cluster by node, and the
 update with one-hop propagation (w = 1). ``--warmup`` rounds run first so the state is
 no longer all-prior (propagation from hubs spreads it fast), then the median of
 ``--rounds`` timed rounds is reported.

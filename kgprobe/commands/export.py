@@ -3,8 +3,8 @@
 Like lm-evaluation-harness' ``--log_samples``: each line is one probe (one fact asked
 once) with the fact, what the model was shown, what it answered and how it was scored:
 
-``run``, ``round``, ``pos``, ``audit``
-    where the probe sits in the run (``audit``: a design draw with a known inclusion probability, see docs/design.md);
+``run``, ``round``, ``pos``, ``design``
+    where the probe sits in the run (``design``: a design draw with a known inclusion probability, see docs/design.md);
 ``edge``, ``subject``, ``predicate``, ``object``
     the fact: edge index, ids and labels (``{"id": …, "label": …}``);
 ``prompt``
@@ -78,7 +78,7 @@ def iter_samples(run):
                 "run": run.path,
                 "round": p.round,
                 "pos": p.pos,
-                "audit": p.audit,
+                "design": p.design,
                 "edge": p.edge,
                 "subject": {"id": t.subject, "label": kg.label(t.subject)},
                 "predicate": {"id": t.predicate, "label": kg.predicate_label(t.predicate)},

@@ -110,3 +110,30 @@ class LanguageModel(ABC):
 
     def __exit__(self, *exc):
         self.close()
+
+
+class DelegatingModel(LanguageModel):
+    """A model that answers for ``model``: the same identity, name and scoring ability, and
+    closing it closes ``model``. Subclasses change how requests reach ``model`` (a response
+    cache, one call per request unit)."""
+
+    def __init__(self, model: LanguageModel):
+        self.model = model
+        self.can_score = model.can_score
+
+    @property
+    def identity(self) -> str:
+        return self.model.identity
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
+        return self.model.score(requests)
+
+    def generate(self, requests: Sequence[GenerateRequest]) -> list[str]:
+        return self.model.generate(requests)
+
+    def close(self) -> None:
+        self.model.close()

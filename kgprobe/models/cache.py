@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from kgprobe.errors import DamagedFileError, PartialBatchError, StoreError
-from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
+from kgprobe.models.base import DelegatingModel, GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -52,16 +52,15 @@ def _entry_sha(key: str, value: str) -> str:
     return hashlib.sha256(f"{key}\n{value}".encode("utf-8")).hexdigest()[:32]
 
 
-class CachedModel(LanguageModel):
+class CachedModel(DelegatingModel):
     """``model`` with answers remembered in the SQLite file at ``path``.
 
     ``hits`` and ``misses`` count requests answered from / sent past the cache.
     """
 
     def __init__(self, model: LanguageModel, path: str | Path):
-        self.model = model
+        super().__init__(model)
         self.path = Path(path)
-        self.can_score = model.can_score
         self.hits = 0
         self.misses = 0
         #: Entries found damaged (failed checksum) and asked again.
@@ -89,14 +88,6 @@ class CachedModel(LanguageModel):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the response cache {self.path}: {exc}. "
                              "Check the path and its permissions, or delete a corrupt cache file.") from exc
-
-    @property
-    def identity(self) -> str:
-        return self.model.identity
-
-    @property
-    def name(self) -> str:
-        return self.model.name
 
     def _lookup(self, keys: list[str]) -> dict[str, str]:
         found: dict[str, str] = {}
@@ -212,4 +203,4 @@ class CachedModel(LanguageModel):
         db, self._db = getattr(self, "_db", None), None
         if db is not None:
             db.close()
-        self.model.close()
+        super().close()

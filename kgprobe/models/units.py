@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from kgprobe.models.base import GenerateRequest, LanguageModel, ScoreRequest, ScoreResult
+from kgprobe.models.base import DelegatingModel, GenerateRequest, ScoreRequest, ScoreResult
 
 
 def request_units(requests: Sequence[Any]) -> list[tuple[int, int]]:
@@ -28,27 +28,12 @@ def request_units(requests: Sequence[Any]) -> list[tuple[int, int]]:
     return units
 
 
-class UnitCalls(LanguageModel):
+class UnitCalls(DelegatingModel):
     """``model`` asked one unit at a time (see the module doc); same identity, same answers as a
     Ray worker gives."""
-
-    def __init__(self, model: LanguageModel):
-        self.model = model
-        self.can_score = model.can_score
-
-    @property
-    def identity(self) -> str:
-        return self.model.identity
-
-    @property
-    def name(self) -> str:
-        return self.model.name
 
     def score(self, requests: Sequence[ScoreRequest]) -> list[ScoreResult]:
         return [r for a, b in request_units(requests) for r in self.model.score(list(requests[a:b]))]
 
     def generate(self, requests: Sequence[GenerateRequest]) -> list[str]:
         return [r for a, b in request_units(requests) for r in self.model.generate(list(requests[a:b]))]
-
-    def close(self) -> None:
-        self.model.close()

@@ -2,20 +2,23 @@
 
 * ``thompson`` — kgprobe's Thompson sampling on the evidence posterior (own answers plus a
   learned, bounded prior from the predicate's and entities' other answers;
-  :mod:`kgprobe.sampling.evidence`), with audit draws;
+  :mod:`kgprobe.sampling.evidence`), with design draws;
 * ``kglens-thompson`` — KGLens' Thompson sampling (top-n of θ̃ ~ Beta(α, β), neighbours'
   answers added to the counts by propagation);
 * ``epsilon-greedy`` — ε uniform + greedy by posterior mean;
 * ``uniform`` — uniform random ("Monte Carlo");
 * ``brute-force`` — sweep all edges per epoch in random order;
 * ``pooled-thompson`` — kgprobe's own: Thompson on an empirical-Bayes posterior pooled
-  over each edge's neighbourhood and predicate, with an audit side sample
+  over each edge's neighbourhood and predicate, with a design side sample
   (:mod:`kgprobe.sampling.pooled`);
 * ``focus`` — kgprobe's own: probes where one more answer most reduces the uncertainty
   about likely-weak edges, on the same pooled posterior (:mod:`kgprobe.sampling.focus`).
 """
 
 from __future__ import annotations
+
+import warnings
+from typing import Any, Mapping
 
 from kgprobe.errors import InputError
 from kgprobe.sampling.base import Sampler, Selection
@@ -36,18 +39,41 @@ SAMPLERS: dict[str, type[Sampler]] = {
     "focus": FocusSampler,
 }
 
+#: Sampler options under their older names. The old names keep working (with a warning
+#: where someone wrote them) so that existing scripts, config files and run files do.
+RENAMED_OPTIONS: dict[str, str] = {"audit_fraction": "design_fraction"}
+
+
+def current_option_names(options: Mapping[str, Any], *, warn: str | None = None) -> dict[str, Any]:
+    """``options`` with every old name of :data:`RENAMED_OPTIONS` replaced by the current one.
+
+    ``warn``: where the options came from, named in a warning per old name; None for no
+    warning (what older run files recorded is read as is).
+    """
+    out = dict(options)
+    for old, new in RENAMED_OPTIONS.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise InputError(f"{warn or 'sampler options'}: {old!r} is the old name of {new!r}; give only {new!r}")
+        if warn is not None:
+            warnings.warn(f"{warn}: sampler option {old!r} is now {new!r}; the old name still works for now",
+                          FutureWarning, stacklevel=3)
+        out = {(new if key == old else key): value for key, value in out.items()}
+    return out
 
 
 def make_sampler(name: str, **kwargs) -> Sampler:
-    """A sampler by registry name, with its keyword settings (e.g. ``audit_fraction``)."""
+    """A sampler by registry name, with its keyword settings (e.g. ``design_fraction``)."""
     try:
         cls = SAMPLERS[name]
     except KeyError:
         raise InputError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)}") from None
+    kwargs = current_option_names(kwargs, warn="make_sampler")
     try:
         return cls(**kwargs)
     except TypeError as exc:
         raise InputError(f"sampler {name!r} does not take these settings: {exc}") from None
 
 
-__all__ = ["SAMPLERS", "Sampler", "Selection", "make_sampler"]
+__all__ = ["RENAMED_OPTIONS", "SAMPLERS", "Sampler", "Selection", "current_option_names", "make_sampler"]

@@ -13,30 +13,30 @@ from typing import ClassVar
 
 import numpy as np
 
-from kgprobe.sampling.audit import audit_count, check_batch_size, check_fraction, draw_audit
+from kgprobe.sampling.design_draws import check_batch_size, check_fraction, design_count, draw_design
 
 
 @dataclass(frozen=True)
 class Selection:
     """The edges chosen for one round.
 
-    ``audit`` marks edges drawn uniformly at random from the active edges,
-    independently of the state; only these feed the unbiased KG-level accuracy
-    estimate (Thompson sampling deliberately over-samples weak edges).
+    ``design`` marks edges drawn by the run's design, with inclusion probabilities
+    known before the round's answers; only these feed the unbiased KG-level accuracy
+    estimate (the sampler's own choices deliberately over-sample weak edges).
     """
 
     edges: np.ndarray  # int64 edge indices, no duplicates
-    audit: np.ndarray  # bool, same length
+    design: np.ndarray  # bool, same length
 
     def __len__(self) -> int:
         return int(self.edges.shape[0])
 
     @classmethod
-    def audited(cls, audit: np.ndarray, chosen: np.ndarray) -> "Selection":
-        """The uniform audit edges first (flagged), then the sampler's own choices."""
-        edges = np.concatenate([audit, chosen]).astype(np.int64)
+    def design_first(cls, design: np.ndarray, chosen: np.ndarray) -> "Selection":
+        """The design edges first (flagged), then the sampler's own choices."""
+        edges = np.concatenate([design, chosen]).astype(np.int64)
         flags = np.zeros(edges.size, dtype=bool)
-        flags[: audit.size] = True
+        flags[: design.size] = True
         return cls(edges, flags)
 
 
@@ -75,18 +75,18 @@ class Sampler(ABC):
 class DesignShareSampler(Sampler):
     """A sampler that takes part of each batch from the run's design and chooses the rest.
 
-    ``audit_fraction`` (the design fraction) of each batch are design draws
+    ``design_fraction`` of each batch are design draws
     (:mod:`kgprobe.sampling.design`); :meth:`design_draws` is the shared prologue of
     :meth:`select`: the checked batch size, the design edges, and the pool the sampler
     chooses the rest from.
     """
 
-    def __init__(self, *, audit_fraction: float = 0.1):
-        self.audit_fraction = check_fraction("audit_fraction", audit_fraction)
+    def __init__(self, *, design_fraction: float = 0.1):
+        self.design_fraction = check_fraction("design_fraction", design_fraction)
 
     def design_draws(self, pkg, n: int, rng: np.random.Generator) -> tuple[int, np.ndarray, np.ndarray]:
         n = check_batch_size(pkg, n)
-        design = draw_audit(pkg, audit_count(n, self.audit_fraction, rng), rng)
+        design = draw_design(pkg, design_count(n, self.design_fraction, rng), rng)
         pool = pkg.active_edges
         if design.size:
             pool = np.setdiff1d(pool, design, assume_unique=True)

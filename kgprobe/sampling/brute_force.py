@@ -1,7 +1,7 @@
 """Brute force: sweep every active edge once per epoch, in a fresh random order each epoch.
 
-Each epoch is a uniformly random permutation of the active edges, so every probe is an
-audit draw (its edge is uniform over the active edges and independent of the state).
+Each epoch is a uniformly random permutation of the active edges, so every probe is a
+design draw (its edge is uniform over the active edges and independent of the state).
 When an epoch ends inside a round, the round is completed from the next epoch's order,
 skipping edges already in the round (they stay queued in the new epoch), so a round
 never repeats an edge and every epoch still probes every edge exactly once.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from kgprobe.errors import InputError
-from kgprobe.sampling.audit import check_batch_size
+from kgprobe.sampling.design_draws import check_batch_size
 from kgprobe.sampling.base import Sampler, Selection
 
 

@@ -23,7 +23,7 @@ the round's answers (it may depend on every earlier answer). That is all the est
   (:func:`lean_scores`). The estimator combines both parts with weights fixed by the
   design (:mod:`kgprobe.estimators`).
 
-The part of every design probe is stored in the run file's ``audit`` column: 1 floor (or
+The part of every design probe is stored in the run file's design column: 1 floor (or
 the single part of the uniform and stratified designs), 2 lean, 0 not a design probe.
 """
 
@@ -34,7 +34,7 @@ import math
 import numpy as np
 
 from kgprobe.errors import InputError
-from kgprobe.sampling.audit import draw_systematic, inclusion_probabilities
+from kgprobe.sampling.design_draws import draw_systematic, inclusion_probabilities
 
 DESIGNS = ("uniform", "stratified", "adaptive")
 #: Expected design draws every stratum (predicate, subject group) gets over a run, budget
@@ -55,7 +55,7 @@ LEAN = 0.9
 #: (:func:`lean_scores`); 0.5 kept the weak-probe share of κ = 1 on the committed sweeps
 #: with narrower intervals (docs/design.md).
 ERROR_LEAN = 0.5
-#: Part codes of the store's ``audit`` column.
+#: Part codes of the store's design column.
 SAMPLER, FLOOR, LEAN_PART = 0, 1, 2
 
 

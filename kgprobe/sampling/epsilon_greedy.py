@@ -1,6 +1,6 @@
 """ε-greedy: per round, about ε·n uniform draws and the rest greedily by the posterior mean.
 
-The uniform part doubles as the audit sample (it never looks at the state). The greedy
+The uniform part doubles as the design sample (it never looks at the state). The greedy
 part takes the active edges with the highest point estimate ``pkg.error_estimate()``
 (the posterior mean α/(α+β)); ties, e.g. all edges at the prior in the first round, are
 broken uniformly at random so the sampler does not sweep edges in index order.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kgprobe.sampling.audit import audit_count, check_batch_size, check_fraction, draw_audit
+from kgprobe.sampling.design_draws import check_batch_size, check_fraction, design_count, draw_design
 from kgprobe.sampling.base import Sampler, Selection
 
 
@@ -26,7 +26,7 @@ def top_n_by_score(score: np.ndarray, pool: np.ndarray, n: int, rng) -> np.ndarr
 
 
 class EpsilonGreedySampler(Sampler):
-    """ε·n uniform (audit) edges plus the top edges by posterior mean error."""
+    """ε·n uniform (design) edges plus the top edges by posterior mean error."""
 
     name = "epsilon-greedy"
 
@@ -35,9 +35,9 @@ class EpsilonGreedySampler(Sampler):
 
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
         n = check_batch_size(pkg, n)
-        audit = draw_audit(pkg, audit_count(n, self.epsilon, rng), rng)
+        design = draw_design(pkg, design_count(n, self.epsilon, rng), rng)
         pool = pkg.active_edges
-        if audit.size:
-            pool = np.setdiff1d(pool, audit, assume_unique=True)
-        greedy = top_n_by_score(pkg.error_estimate(), pool, n - audit.size, rng)
-        return Selection.audited(audit, greedy)
+        if design.size:
+            pool = np.setdiff1d(pool, design, assume_unique=True)
+        greedy = top_n_by_score(pkg.error_estimate(), pool, n - design.size, rng)
+        return Selection.design_first(design, greedy)

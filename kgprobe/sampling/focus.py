@@ -35,7 +35,10 @@ design draws) come from two rankings:
   sweeps and gave up part of the focus score's lead on clustered regions
   (docs/samplers.md, "Tried and not kept").
 
-The point estimate is the pooled posterior mean. Deterministic given the seed (the only
+The design draws (``design_fraction`` of each batch, :mod:`kgprobe.sampling.design_draws`)
+feed the unbiased KG-level accuracy estimate; a run's default fraction is 1, every probe
+a design draw, so these rankings choose probes only when it is lowered. The point
+estimate is the pooled posterior mean. Deterministic given the seed (the only
 randomness is design draws and tie-breaking).
 """
 
@@ -44,7 +47,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import betainc
 
-from kgprobe.sampling.audit import check_batch_size, check_fraction
+from kgprobe.sampling.design_draws import check_batch_size, check_fraction
 from kgprobe.sampling.base import Selection
 from kgprobe.sampling.epsilon_greedy import top_n_by_score
 from kgprobe.sampling.pooled import PooledPosteriorSampler
@@ -103,9 +106,9 @@ class FocusSampler(PooledPosteriorSampler):
 
     name = "focus"
 
-    def __init__(self, *, audit_fraction: float = 0.1, threshold: float = 0.5, refit_growth: float = 1.1,
+    def __init__(self, *, design_fraction: float = 0.1, threshold: float = 0.5, refit_growth: float = 1.1,
                  top_share: float = TOP_SHARE, value_share: float = 0.5):
-        super().__init__(audit_fraction=audit_fraction, refit_growth=refit_growth)
+        super().__init__(design_fraction=design_fraction, refit_growth=refit_growth)
         self.threshold = check_fraction("threshold", threshold)
         self.top_share = check_fraction("top_share", top_share)
         self.value_share = check_fraction("value_share", value_share)
@@ -113,9 +116,9 @@ class FocusSampler(PooledPosteriorSampler):
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
         n = check_batch_size(pkg, n)
         self._maybe_fit(pkg)
-        n, audit, pool = self.design_draws(pkg, n, rng)
+        n, design, pool = self.design_draws(pkg, n, rng)
         a, b = self.posterior(pkg)
-        rest = n - audit.size
+        rest = n - design.size
         by_value = int(round(self.value_share * rest))
         first = np.empty(0, dtype=np.int64)
         if by_value and 0.0 < self.top_share < 1.0:
@@ -129,4 +132,4 @@ class FocusSampler(PooledPosteriorSampler):
         score[pool] = focus_scores(a[pool], b[pool], self.threshold)
         score[first] = -1.0  # taken already; focus scores are >= 0
         chosen = np.concatenate([first, top_n_by_score(score, pool, rest - first.size, rng)])
-        return Selection.audited(audit, chosen)
+        return Selection.design_first(design, chosen)

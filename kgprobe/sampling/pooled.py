@@ -22,7 +22,7 @@ but lets the data decide how much to trust it:
   the edge's direct failures and successes);
 * **selection** — top n − a of θ̃_j drawn from the posterior ``Beta(K·μ_j + f_j,
   K·(1−μ_j) + m_j)`` (Thompson sampling on the pooled posterior), plus ``a`` uniform
-  audit draws (``audit_fraction``, default 0.1) for the unbiased KG-level accuracy.
+  design draws (``design_fraction``, default 0.1) for the unbiased KG-level accuracy.
 
 The grid fit is refreshed whenever the number of probes has grown by 10 % since the
 last fit (every round at first, rarely later; ~55 fits over 5 epochs of a 3,000-edge
@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import betaln
 
-from kgprobe.sampling.audit import check_batch_size
+from kgprobe.sampling.design_draws import check_batch_size
 from kgprobe.sampling.base import DesignShareSampler, Selection
 
 _K_GRID = 0.05 * 2.0 ** np.arange(0, 13)  # 0.05 .. 204.8
@@ -126,8 +126,8 @@ class PooledPosterior:
 class PooledPosteriorSampler(DesignShareSampler):
     """The shared parts of the samplers on the pooled posterior: its fit, estimates and state."""
 
-    def __init__(self, *, audit_fraction: float = 0.1, refit_growth: float = 1.1):
-        super().__init__(audit_fraction=audit_fraction)
+    def __init__(self, *, design_fraction: float = 0.1, refit_growth: float = 1.1):
+        super().__init__(design_fraction=design_fraction)
         self.posterior = PooledPosterior(refit_growth=refit_growth)
         self._rounds = 0
 
@@ -157,13 +157,13 @@ class PooledThompsonSampler(PooledPosteriorSampler):
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
         n = check_batch_size(pkg, n)
         self._maybe_fit(pkg)
-        n, audit, pool = self.design_draws(pkg, n, rng)
+        n, design, pool = self.design_draws(pkg, n, rng)
         a, b = self.posterior(pkg)
         draws = rng.beta(a[pool], b[pool])
-        k = n - audit.size
+        k = n - design.size
         if k:
             part = np.argpartition(-draws, k - 1)[:k]
             chosen = pool[part[np.argsort(-draws[part], kind="stable")]]
         else:
             chosen = np.empty(0, dtype=np.int64)
-        return Selection.audited(audit, chosen)
+        return Selection.design_first(design, chosen)

@@ -7,7 +7,7 @@ the data. Neighbours inform an edge only through a prior worth at most K answers
 hub edge is never turned into its neighbourhood's average. The draw decides which
 edges are blind spots this round (θ̃_j > ½, each edge with its posterior probability of
 being one); of those, the ones whose estimate one more answer would move most are
-probed (:func:`weak_draw_top_n`), after the uniform audit draws. Plain top-n of θ̃
+probed (:func:`weak_draw_top_n`), after the uniform design draws. Plain top-n of θ̃
 keeps re-asking edges that are already known to be wrong (their draws sit near 1);
 this spends the queries where the weak edges are still uncertain. Draws are made for
 every active edge with ``Generator.beta``: fine up to ~10⁶ edges; at 10⁷ use
@@ -35,9 +35,9 @@ survivors is distributed exactly as the top n of a full draw. If fewer than n su
 (never seen in practice), the remaining edges are drawn from the Beta truncated to
 [0, τ] by inversion — slow but still exact.
 
-``audit_fraction`` (default 0.1) reserves part of each batch for uniform audit draws
-(:mod:`kgprobe.sampling.audit`) so a run can report an unbiased KG-level accuracy;
-KGLens' plain Thompson sampling is ``audit_fraction=0`` (what the efficiency study runs).
+``design_fraction`` (default 0.1) reserves part of each batch for uniform design draws
+(:mod:`kgprobe.sampling.design_draws`) so a run can report an unbiased KG-level accuracy;
+KGLens' plain Thompson sampling is ``design_fraction=0`` (what the efficiency study runs).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import math
 import numpy as np
 from scipy.special import betainc, betaincinv, betainccinv
 
-from kgprobe.sampling.audit import audit_count, check_batch_size, check_fraction, draw_audit
+from kgprobe.sampling.design_draws import check_batch_size, check_fraction, design_count, draw_design
 from kgprobe.sampling.base import DesignShareSampler, Sampler, Selection
 from kgprobe.sampling.beta_bins import DEAD, bin_corners, ensure_bins
 
@@ -138,7 +138,7 @@ def top_n_threshold(pkg, n: int, rng, exclude: np.ndarray) -> np.ndarray:
 
 
 class KGLensThompsonSampler(Sampler):
-    """Top-n of θ̃ ~ Beta(α, β) over the active edges (KGLens), with optional audit draws.
+    """Top-n of θ̃ ~ Beta(α, β) over the active edges (KGLens), with optional design draws.
 
     KGLens' own variant, kept for fidelity to the paper: the Beta counts are the
     parameterized KG's, i.e. the edge's answers plus every neighbour's answer at the
@@ -147,16 +147,16 @@ class KGLensThompsonSampler(Sampler):
 
     name = "kglens-thompson"
 
-    def __init__(self, *, audit_fraction: float = 0.1, direct_limit: int = 200_000):
-        self.audit_fraction = check_fraction("audit_fraction", audit_fraction)
+    def __init__(self, *, design_fraction: float = 0.1, direct_limit: int = 200_000):
+        self.design_fraction = check_fraction("design_fraction", design_fraction)
         self.direct_limit = int(direct_limit)
 
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
         n = check_batch_size(pkg, n)
-        audit = draw_audit(pkg, audit_count(n, self.audit_fraction, rng), rng)
-        rest = n - audit.size
-        chosen = self.top_n(pkg, rest, rng, exclude=audit)
-        return Selection.audited(audit, chosen)
+        design = draw_design(pkg, design_count(n, self.design_fraction, rng), rng)
+        rest = n - design.size
+        chosen = self.top_n(pkg, rest, rng, exclude=design)
+        return Selection.design_first(design, chosen)
 
     def top_n(self, pkg, n: int, rng, *, exclude: np.ndarray) -> np.ndarray:
         if n == 0:
@@ -226,7 +226,7 @@ class ThompsonSampler(DesignShareSampler):
     * selection: per edge a model is drawn by weight, θ̃ from that model's posterior;
       an edge is drawn weak when θ̃ > ``threshold``; drawn-weak edges by how much one
       more answer would move the weighted estimate (``p(1 − p)(m_W − m_R)²``), then the
-      rest by θ̃ (:func:`rank_weak`); after the uniform audit draws.
+      rest by θ̃ (:func:`rank_weak`); after the uniform design draws.
 
     Answers are read from the change in the edges' direct counts between calls, so the
     sampler needs nothing beyond the parameterized KG the engine updates.
@@ -234,11 +234,11 @@ class ThompsonSampler(DesignShareSampler):
 
     name = "thompson"
 
-    def __init__(self, *, audit_fraction: float = 0.1, threshold: float = 0.5, refit_growth: float = 1.1):
+    def __init__(self, *, design_fraction: float = 0.1, threshold: float = 0.5, refit_growth: float = 1.1):
         from kgprobe.sampling.evidence import EvidencePosterior
         from kgprobe.sampling.npmle import GridPosterior
 
-        super().__init__(audit_fraction=audit_fraction)
+        super().__init__(design_fraction=design_fraction)
         self.threshold = check_fraction("threshold", threshold)
         self.posterior = EvidencePosterior(refit_growth=refit_growth)
         self.grid = GridPosterior(refit_growth=refit_growth)
@@ -286,7 +286,7 @@ class ThompsonSampler(DesignShareSampler):
         self._absorb(pkg)
         self.posterior.maybe_fit(pkg)
         self.grid.maybe_fit(pkg)
-        n, audit, pool = self.design_draws(pkg, n, rng)
+        n, design, pool = self.design_draws(pkg, n, rng)
         w = self.model_weights()
         f = pkg.failures[pool].astype(np.float64)
         s = pkg.successes[pool].astype(np.float64)
@@ -296,8 +296,8 @@ class ThompsonSampler(DesignShareSampler):
         p = w @ self._means(pkg, pool, f, s)
         m_wrong = w @ self._means(pkg, pool, f + 1, s)
         m_right = w @ self._means(pkg, pool, f, s + 1)
-        chosen = rank_weak(draws, p * (1 - p) * (m_wrong - m_right) ** 2, pool, n - audit.size, rng, self.threshold)
-        sel = Selection.audited(audit, chosen)
+        chosen = rank_weak(draws, p * (1 - p) * (m_wrong - m_right) ** 2, pool, n - design.size, rng, self.threshold)
+        sel = Selection.design_first(design, chosen)
         e = sel.edges
         fe, se = pkg.failures[e].copy(), pkg.successes[e].copy()
         self._pending = (e, fe, se, self._means(pkg, e, fe.astype(np.float64), se.astype(np.float64)))

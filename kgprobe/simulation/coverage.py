@@ -1,7 +1,7 @@
 """Coverage of the accuracy intervals on a recorded sweep: does the 95 % interval hold the truth?
 
 :func:`replay_coverage` plays ``runs`` seeded runs of the engine's loop — predictions
-before the round, the sampler's selection (with its design-based audit share), the
+before the round, the sampler's selection (with its design share), the
 sweep's recorded answers as the oracle, the PKG update — for ``budget`` queries each,
 and scores every estimator against the sweep's truth: the KG accuracy ``1 − mean θ`` over
 the sweep's edges, and each predicate's and entity group's ``1 − mean θ`` over its edges.
@@ -16,7 +16,7 @@ Estimators scored:
 
 * ``ht-difference`` — :func:`kgprobe.estimators.kg_estimate` (design-unbiased,
   model-assisted; what a run reports);
-* ``audit-wilson`` — the plain mean of the design probes with a Wilson interval (what
+* ``design-wilson`` — the plain mean of the design probes with a Wilson interval (what
   kgprobe reported before; unbiased only under the uniform design, biased towards the
   edges an adaptive design leans on).
 """
@@ -39,7 +39,7 @@ from kgprobe.estimators import (
     weighed_predictions,
 )
 from kgprobe.metrics import wilson_interval
-from kgprobe.sampling.audit import audit_inclusion, prior_design_weights, round_design_weights
+from kgprobe.sampling.design_draws import design_inclusion, prior_design_weights, round_design_weights
 
 
 def _sweep_kg(sweep):
@@ -114,7 +114,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     """
     from kgprobe.kg.parameterized import ParameterizedKG
     from kgprobe.sampling import make_sampler
-    from kgprobe.sampling.audit import UNTILTED_SAMPLERS
+    from kgprobe.sampling.design_draws import UNTILTED_SAMPLERS
     from kgprobe.sampling.design import FLOOR, DesignPlan
 
     pkg = ParameterizedKG(setup["heads"], setup["tails"], setup["active"], predicates=setup["predicates"],
@@ -144,22 +144,22 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
         else:
             pkg.design_weights = round_design_weights(pkg, right, sampler=sampler, tilt=tilt, base=base)
         sel = smp.select(pkg, n, rng)
-        audit = np.asarray(sel.audit, bool)
+        in_design = np.asarray(sel.design, bool)
         inclusion = np.full(sel.edges.size, np.nan)
         part = np.zeros(sel.edges.size, dtype=np.int64)
         if plan is not None:
-            inclusion[audit] = pkg.design.inclusion(sel.edges[audit])
-            part[audit] = pkg.design.parts(sel.edges[audit])
+            inclusion[in_design] = pkg.design.inclusion(sel.edges[in_design])
+            part[in_design] = pkg.design.parts(sel.edges[in_design])
             plan.record(sel.edges, part)
         else:
-            inclusion[audit] = audit_inclusion(pkg, int(audit.sum()), sel.edges[audit])
-            part[audit] = FLOOR
+            inclusion[in_design] = design_inclusion(pkg, int(in_design.sum()), sel.edges[in_design])
+            part[in_design] = FLOOR
         pkg.design_weights = None
         pkg.design = None
         ok = np.asarray(oracle.answer(sel.edges), dtype=bool)
         cols["correct"].append(ok)
         cols["part"].append(part)
-        cols["design"].append(audit)
+        cols["design"].append(in_design)
         cols["predicted"].append(right[sel.edges])
         cols["inclusion"].append(inclusion)
         cols["round"].append(np.full(sel.edges.size, t))
@@ -191,7 +191,7 @@ def replay_coverage(
     *,
     sampler: str = "thompson",
     sampler_options: dict | None = None,
-    audit_fraction: float | None = None,
+    design_fraction: float | None = None,
     budget: int = 256,
     batch: int = 32,
     runs: int = 200,
@@ -208,7 +208,7 @@ def replay_coverage(
     """Coverage and half-width of the accuracy intervals over ``runs`` replayed runs.
 
     Returns a JSON-able dict: ``truth``; per KG estimator (``ht-difference``,
-    ``audit-wilson``) its ``coverage``, mean ``ci_halfwidth``, ``mean_estimate``,
+    ``design-wilson``) its ``coverage``, mean ``ci_halfwidth``, ``mean_estimate``,
     ``rmse``; and ``predicate_coverage`` / ``group_coverage``: per label the share of runs
     whose interval held that label's truth, the share of labels at or above
     ``predicate_target`` and the minimum, and how often the interval was model-based.
@@ -217,11 +217,11 @@ def replay_coverage(
         raise InputError("runs, budget and batch must be >= 1")
     setup = replay_setup(sweep, kg)
     opts = dict(sampler_options or {})
-    if audit_fraction is not None:
-        opts["audit_fraction"] = audit_fraction
+    if design_fraction is not None:
+        opts["design_fraction"] = design_fraction
     truth = setup["truth"]
     kg_stats: dict[str, dict[str, list]] = {m: {"covered": [], "half": [], "est": []}
-                                            for m in ("ht-difference", "audit-wilson")}
+                                            for m in ("ht-difference", "design-wilson")}
     grp = {kind: {g: {"covered": [], "model": []} for g in truth[kind]} for kind in ("predicate", "group")}
     model_based: list[float] = []
     prior_weights: list[float] = []
@@ -245,7 +245,7 @@ def replay_coverage(
         design_probes.append(n)
         lo, hi = wilson_interval(k, n, confidence)
         for name, (e, low, high) in (("ht-difference", (est.estimate, est.low, est.high)),
-                                     ("audit-wilson", (k / n if n else math.nan, lo, hi))):
+                                     ("design-wilson", (k / n if n else math.nan, lo, hi))):
             kg_stats[name]["covered"].append(bool(low <= truth["kg"] <= high))
             kg_stats[name]["half"].append((high - low) / 2)
             kg_stats[name]["est"].append(e)
@@ -315,13 +315,64 @@ def replay_coverage(
 
 
 def run_defaults() -> dict:
-    """The sampler, batch and audit fraction a default ``kgprobe run`` uses."""
+    """The sampler, batch and design fraction a default ``kgprobe run`` uses."""
     from kgprobe.settings import RUN_DEFAULTS as DEFAULTS
 
     return {"sampler": DEFAULTS["sampler"], "batch": DEFAULTS["batch_size"],
-            "audit_fraction": DEFAULTS["design_fraction"], "propagation_weight": DEFAULTS["propagation_weight"],
+            "design_fraction": DEFAULTS["design_fraction"], "propagation_weight": DEFAULTS["propagation_weight"],
             "design_tilt": DEFAULTS.get("design_tilt", 0.0), "prior_design": DEFAULTS.get("prior_design", 0.0),
             "design": DEFAULTS.get("design", "uniform")}
+
+
+#: The bars the ideal frontier of :func:`weak_share_frontier` is reported at.
+FRONTIER_WEAK_SHARE = 0.6
+FRONTIER_HALFWIDTH = 0.06
+
+
+def weak_share_frontier(theta, budget: int, *, weak_share: float = FRONTIER_WEAK_SHARE,
+                        halfwidth: float = FRONTIER_HALFWIDTH, confidence: float = 0.95) -> dict:
+    """What a share of probes on weak edges costs in half-width, in a model of the best case.
+
+    An idealized run of ``budget`` probes over the N edges with accuracies ``μ_j = 1 − θ_j``:
+    its *fresh* probes go to edges not yet answered, drawn uniformly (a design that cannot
+    tell weak unprobed edges from strong ones), so a share ``b`` of them (the weak edges'
+    share) lands on weak edges; its other probes re-ask edges known to be weak, every one
+    on a weak edge (the best case). A weak share ``w`` then leaves ``n₁ = budget·(1 − f)``
+    fresh edges, ``f = (w − b)/(1 − b)``, and the KG accuracy rests on them: the sample
+    mean of their answers, each edge counted once (the finite-population gain in full),
+    has variance ``((1 − n₁/N)·S² + β̄)/n₁`` with ``S²`` the variance of the ``μ_j`` over
+    the edges and ``β̄`` the mean Bernoulli variance ``θ(1 − θ)`` of one answer. Not a
+    strict bound: predictions of the unanswered edges, left out here, can shrink the
+    ``S²`` part (docs/design.md, "The frontier").
+
+    Returns the half-width this needs at ``weak_share`` (``ci_halfwidth_needed``) and the
+    largest weak share reachable at ``halfwidth`` (``weak_share_reachable``; None when even
+    ``n₁ = min(budget, N)`` fresh edges give a wider interval).
+    """
+    from scipy.stats import norm
+
+    th = np.asarray(theta, dtype=np.float64)
+    n_edges = th.size
+    if n_edges < 2 or budget < 1:
+        raise InputError("the frontier needs at least two edges and one probe")
+    z = float(norm.ppf(0.5 + confidence / 2))
+    b = float(np.mean(th > 0.5))
+    s2 = float(np.var(1.0 - th, ddof=1))
+    noise = float(np.mean(th * (1.0 - th)))
+    most_fresh = min(float(budget), float(n_edges))
+
+    def share(fresh: float) -> float:
+        return b + (1.0 - fresh / budget) * (1.0 - b)
+
+    f = max(0.0, (weak_share - b) / (1.0 - b)) if b < 1.0 else 0.0
+    fresh = min(budget * (1.0 - f), most_fresh)
+    needed = z * math.sqrt(max((1.0 - fresh / n_edges) * s2 + noise, 0.0) / fresh) if fresh > 0 else math.inf
+    # The half-width falls as n₁ grows: the least n₁ that reaches ``halfwidth``.
+    least = (s2 + noise) / ((halfwidth / z) ** 2 + s2 / n_edges)
+    reachable = None if least > most_fresh else share(least)
+    return {"weak_share": weak_share, "ci_halfwidth_needed": round(needed, 4) if math.isfinite(needed) else None,
+            "ci_halfwidth": halfwidth, "weak_share_reachable": None if reachable is None else round(reachable, 3),
+            "weak_edge_share": round(b, 3)}
 
 
 def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 0, kg=None) -> dict:
@@ -329,10 +380,12 @@ def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 
 
     ``coverage`` and ``ci_halfwidth`` (mean) of the reported KG interval; ``predicate_coverage``:
     the share of predicates whose interval held their truth in ≥ 85 % of runs, and the
-    minimum coverage over predicates.
+    minimum coverage over predicates; ``ideal_frontier``: what a 60 % weak share costs in
+    half-width in a best-case model, and the weak share it reaches at ±6 points
+    (:func:`weak_share_frontier`).
     """
     d = run_defaults()
-    out = replay_coverage(sweep, sampler=d["sampler"], audit_fraction=d["audit_fraction"], batch=d["batch"],
+    out = replay_coverage(sweep, sampler=d["sampler"], design_fraction=d["design_fraction"], batch=d["batch"],
                           propagation_weight=d["propagation_weight"], budget=budget, runs=runs, seed=seed, kg=kg,
                           tilt=d["design_tilt"], design=d["design"])
     kg_est = out["ht-difference"]
@@ -348,9 +401,11 @@ def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 
         "predicate_coverage": {"share": pc["share_at_target"], "min": pc["min"], "target": pc["target"]},
         "group_coverage": {"share": gc["share_at_target"], "min": gc["min"], "target": gc["target"]},
         "group_estimates_outside_unit": out["group_estimates_outside_unit"],
+        # What the weak-share and half-width bars cost together in a best-case model.
+        "ideal_frontier": weak_share_frontier(_theta(sweep), budget),
         "coverage_study": {"runs": runs, "budget": budget, "truth": out["truth"], "estimator": "ht-difference",
-                           "sampler": d["sampler"], "audit_fraction": d["audit_fraction"], "design": d["design"],
-                           "audit_wilson": out["audit-wilson"], "group_coverage_min": out["group_coverage"]["min"]},
+                           "sampler": d["sampler"], "design_fraction": d["design_fraction"], "design": d["design"],
+                           "design_wilson": out["design-wilson"], "group_coverage_min": out["group_coverage"]["min"]},
     }
 
 

@@ -13,7 +13,7 @@ Entry points:
 * :func:`run_study_on_kg` — the same for a :class:`~kgprobe.kg.graph.KnowledgeGraph`;
 * :func:`efficiency_ratio` — queries a configuration needs to reach the reference's
   MSE at a given number of epochs, divided by the queries of those epochs;
-* :func:`estimator_coverage` — how often the audit accuracy interval covers the truth.
+* :func:`estimator_coverage` — how often the design-based accuracy interval covers the truth.
 
 Example::
 
@@ -51,8 +51,8 @@ class SamplerSpec:
         return make_sampler(self.sampler, **dict(self.options))
 
 
-#: KGLens' methods (with and without propagation; KGLens' Thompson without audit draws,
-#: as in the paper) plus kgprobe's samplers, as a run uses them (with their 10 % audit
+#: KGLens' methods (with and without propagation; KGLens' Thompson without design draws,
+#: as in the paper) plus kgprobe's samplers, as a run uses them (with their 10 % design
 #: draws): ``thompson`` (evidence posterior; it reads direct answers only, so the
 #: propagation weight does not matter to it and is 0 here), pooled and focus.
 DEFAULT_SPECS: tuple[SamplerSpec, ...] = (
@@ -61,8 +61,8 @@ DEFAULT_SPECS: tuple[SamplerSpec, ...] = (
     SamplerSpec("uniform+prop", "uniform", 1.0),
     SamplerSpec("epsilon-greedy", "epsilon-greedy", 0.0),
     SamplerSpec("epsilon-greedy+prop", "epsilon-greedy", 1.0),
-    SamplerSpec("kglens-thompson", "kglens-thompson", 0.0, (("audit_fraction", 0.0),)),
-    SamplerSpec("kglens-thompson+prop", "kglens-thompson", 1.0, (("audit_fraction", 0.0),)),
+    SamplerSpec("kglens-thompson", "kglens-thompson", 0.0, (("design_fraction", 0.0),)),
+    SamplerSpec("kglens-thompson+prop", "kglens-thompson", 1.0, (("design_fraction", 0.0),)),
     SamplerSpec("thompson", "thompson", 0.0),
     SamplerSpec("pooled-thompson", "pooled-thompson", 1.0),
     SamplerSpec("focus", "focus", 1.0),
@@ -244,7 +244,7 @@ def estimator_coverage(
 
     The truth is the KG accuracy ``1 − mean θ*`` over active edges. The answers come from
     an oracle seeded differently per run, so runs are independent. Both estimators of
-    :func:`kgprobe.metrics.kg_accuracy_estimate` are scored: the audit mean with Wilson
+    :func:`kgprobe.metrics.kg_accuracy_estimate` are scored: the design mean with Wilson
     interval (keys ``coverage``, ``mean_width``) and the difference estimator on the
     sampler's own predictions (``coverage_difference``, ``mean_width_difference``).
     """
@@ -252,13 +252,13 @@ def estimator_coverage(
     act = np.asarray(active, dtype=bool)
     truth = float(1.0 - theta[act].mean())
     rounds = math.ceil(epochs * int(act.sum()) / batch)
-    stats = {m: {"covered": [], "width": [], "estimate": []} for m in ("audit-wilson", "audit-difference")}
+    stats = {m: {"covered": [], "width": [], "estimate": []} for m in ("design-wilson", "design-difference")}
     for seed in seeds:
         pkg = ParameterizedKG(heads, tails, act, propagation_weight=sampler.propagation_weight, predicates=predicates)
         smp = sampler.make()
         pick_rng = np.random.default_rng([seed, 7, 0])
         answer_rng = np.random.default_rng([seed, 7, 1])
-        correct, audit, predicted, round_ids, mean_pred = [], [], [], [], []
+        correct, design, predicted, round_ids, mean_pred = [], [], [], [], []
         for r in range(rounds):
             # Predictions from the state before the round, as the difference estimator needs.
             right = 1.0 - smp.estimate(pkg)
@@ -267,10 +267,10 @@ def estimator_coverage(
             ok = bernoulli_oracle(theta, sel.edges, answer_rng)
             pkg.update(sel.edges, ok)
             correct.append(ok)
-            audit.append(sel.audit)
+            design.append(sel.design)
             predicted.append(right[sel.edges])
             round_ids.append(np.full(sel.edges.size, r))
-        c, a = np.concatenate(correct), np.concatenate(audit)
+        c, a = np.concatenate(correct), np.concatenate(design)
         for est in (
             kg_accuracy_estimate(c, a, confidence=confidence),
             kg_accuracy_estimate(c, a, confidence=confidence, predicted=np.concatenate(predicted),
@@ -280,14 +280,14 @@ def estimator_coverage(
             st["covered"].append(est.low <= truth <= est.high)
             st["width"].append(est.high - est.low)
             st["estimate"].append(est.estimate)
-    w, d = stats["audit-wilson"], stats["audit-difference"]
+    w, d = stats["design-wilson"], stats["design-difference"]
     return {
         "truth": truth,
         "coverage": float(np.mean(w["covered"])),
         "runs": len(w["covered"]),
         "mean_width": float(np.mean(w["width"])),
         "mean_estimate": float(np.mean(w["estimate"])),
-        "audit_probes_per_run": int(a.sum()),
+        "design_probes_per_run": int(a.sum()),
         "coverage_difference": float(np.mean(d["covered"])),
         "mean_width_difference": float(np.mean(d["width"])),
         "mean_estimate_difference": float(np.mean(d["estimate"])),

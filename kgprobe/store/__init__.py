@@ -24,7 +24,7 @@ What a run file holds (format version :data:`FORMAT_VERSION`):
     :data:`KEYFRAME_EVERY` rounds and as the changed entries (delta) otherwise, so the
     file stays small on large graphs while every round's PKG can be rebuilt exactly.
 ``probes``
-    one row per probed edge: round, position in the round, edge, audit flag (the
+    one row per probed edge: round, position in the round, edge, design part (the
     design-based sample feeding the unbiased estimate), correctness, the question and the
     model's answer, method-specific detail (JSON), the prediction of its outcome made
     before its round (``predicted``: chance of a right answer) and, for design-based

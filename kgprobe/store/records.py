@@ -14,7 +14,7 @@ class ProbeRecord:
     round: int
     pos: int
     edge: int
-    audit: int
+    design: int
     """0: the sampler's own choice; else a design probe, by part (kgprobe.sampling.design: 1 floor, 2 lean)."""
     correct: bool
     question: str
@@ -23,7 +23,7 @@ class ProbeRecord:
     predicted: float | None = None
     """Predicted chance of a right answer, from the state before the round (None in old files)."""
     inclusion: float | None = None
-    """Inclusion probability of a design-based (audit) probe; None for the sampler's own choices."""
+    """Inclusion probability of a design probe; None for the sampler's own choices."""
 
 
 @dataclass

@@ -42,8 +42,12 @@ from kgprobe.store.transactions import Transaction, connect, disk_full_hook, loc
 FORMAT_VERSION = 2
 #: A full PKG snapshot every this many rounds; the rounds between store deltas.
 KEYFRAME_EVERY = 16
+#: The probes column holding each probe's design part (0 the sampler's own choice, 1 floor,
+#: 2 lean). Its on-disk name is the concept's older name, kept so that older run files
+#: read and resume unchanged and older kgprobe versions read new ones.
+DESIGN_COLUMN = "audit"
 
-_SCHEMA = """
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS kg (id INTEGER PRIMARY KEY CHECK (id = 0), data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS responses (
@@ -57,7 +61,7 @@ CREATE TABLE IF NOT EXISTS rounds (
     convergence_state TEXT NOT NULL, predictions TEXT);
 CREATE TABLE IF NOT EXISTS probes (
     round INTEGER NOT NULL, pos INTEGER NOT NULL, edge INTEGER NOT NULL,
-    audit INTEGER NOT NULL, correct INTEGER NOT NULL, question TEXT NOT NULL,
+    {DESIGN_COLUMN} INTEGER NOT NULL, correct INTEGER NOT NULL, question TEXT NOT NULL,
     answer TEXT NOT NULL, detail TEXT NOT NULL, predicted REAL, inclusion REAL, PRIMARY KEY (round, pos));
 CREATE INDEX IF NOT EXISTS probes_edge ON probes (edge);
 CREATE TABLE IF NOT EXISTS checks (name TEXT PRIMARY KEY, sha TEXT NOT NULL);
@@ -364,7 +368,7 @@ class RunStore:
 
     @reads
     def logged_requests(self, round_: int, phase: str) -> tuple[list[dict], list] | None:
-        """The raw JSON requests and decoded responses of a round, for audits and reports."""
+        """The raw JSON requests and decoded responses of a round, for checks and reports."""
         row = self._conn.execute(
             "SELECT data FROM responses WHERE round = ? AND phase = ?", (round_, phase)
         ).fetchone()
@@ -463,10 +467,10 @@ class RunStore:
                 ),
             )
             self._conn.executemany(
-                "INSERT INTO probes (round, pos, edge, audit, correct, question, answer, detail, predicted, "
+                f"INSERT INTO probes (round, pos, edge, {DESIGN_COLUMN}, correct, question, answer, detail, predicted, "
                 "inclusion) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (p.round, p.pos, p.edge, int(p.audit), int(p.correct), p.question, p.answer, compact_json(p.detail),
+                    (p.round, p.pos, p.edge, int(p.design), int(p.correct), p.question, p.answer, compact_json(p.detail),
                      p.predicted, p.inclusion)
                     for p in record.probes
                 ],
@@ -548,7 +552,7 @@ class RunStore:
     @reads
     def probes(self, edge: int | None = None) -> list[ProbeRecord]:
         """Every probe in (round, pos) order, or only those of one edge."""
-        sql = "SELECT round, pos, edge, audit, correct, question, answer, detail FROM probes"
+        sql = f"SELECT round, pos, edge, {DESIGN_COLUMN}, correct, question, answer, detail FROM probes"
         args: tuple = ()
         if edge is not None:
             sql += " WHERE edge = ?"
@@ -560,16 +564,16 @@ class RunStore:
 
     @reads
     def probe_arrays(self) -> dict[str, np.ndarray]:
-        """Round, edge, audit and correct columns of every probe as arrays (for estimators).
+        """Round, edge, design and correct columns of every probe as arrays (for estimators).
 
         Files of format 2 add ``predicted`` and ``inclusion`` (float, NaN where not recorded).
         """
-        rows = self._conn.execute("SELECT round, edge, audit, correct FROM probes ORDER BY round, pos").fetchall()
+        rows = self._conn.execute(f"SELECT round, edge, {DESIGN_COLUMN}, correct FROM probes ORDER BY round, pos").fetchall()
         arr = np.asarray(rows, dtype=np.int64).reshape(-1, 4)
         out = {
             "round": arr[:, 0],
             "edge": arr[:, 1],
-            "audit": arr[:, 2].astype(bool),
+            "design": arr[:, 2].astype(bool),
             # The design part (kgprobe.sampling.design): 0 sampler's choice, 1 floor, 2 lean.
             "part": arr[:, 2],
             "correct": arr[:, 3].astype(bool),

@@ -132,7 +132,7 @@ def test_every_small_predicate_gets_an_interval_that_holds_on_a_skewed_replay():
     sweep = skewed_sweep(seed=0)
     counts = np.bincount(sweep_predicates(sweep))
     assert sorted(counts[counts > 0].tolist()) == [2, 2, 3, 5, 7, 11, 666]
-    common = dict(sampler="focus", audit_fraction=1.0, budget=256, batch=32, runs=40)
+    common = dict(sampler="focus", design_fraction=1.0, budget=256, batch=32, runs=40)
     uniform = replay_coverage(sweep, design="uniform", **common)
     adaptive = replay_coverage(sweep, design="adaptive", **common)
     assert max(uniform["predicate_coverage"]["no_interval_share"].values()) > 0.5
@@ -159,3 +159,25 @@ def test_a_round_that_draws_every_edge_draws_each_with_certainty():
     assert (parts == FLOOR).sum() == 2
     assert design.inclusion(edges)[parts == FLOOR] == pytest.approx([0.5, 0.5])
     assert design.inclusion(edges)[parts == LEAN_PART] == pytest.approx([1.0, 1.0])
+
+
+def test_weak_share_frontier_by_hand():
+    from kgprobe.simulation.coverage import weak_share_frontier
+
+    z = 1.959963984540054
+    # Two edges always right, two always wrong: weak edges' share b = 1/2. A weak share of
+    # 3/4 re-asks known-weak edges with f = (3/4 − 1/2)/(1 − 1/2) = 1/2 of the 4 probes, leaving
+    # n₁ = 2 fresh edges. μ = (1, 1, 0, 0): S² = 1/3 (ddof 1), no Bernoulli noise, so the
+    # variance is (1 − 2/4)·(1/3)/2 = 1/12 and the half-width z·sqrt(1/12) = 0.5658.
+    out = weak_share_frontier(np.array([0.0, 0.0, 1.0, 1.0]), 4, weak_share=0.75, halfwidth=0.6)
+    assert out["weak_edge_share"] == 0.5
+    assert out["ci_halfwidth_needed"] == round(z * math.sqrt(1 / 12), 4) == 0.5658
+    # At a half-width of 0.6: n₁ = (1/3)/((0.6/z)² + (1/3)/4) = 1.8827 fresh edges, so a weak
+    # share of 1/2 + (1 − 1.8827/4)·1/2 = 0.7647.
+    least = (1 / 3) / ((0.6 / z) ** 2 + (1 / 3) / 4)
+    assert out["weak_share_reachable"] == round(0.5 + (1 - least / 4) * 0.5, 3) == 0.765
+    # θ = (½, ½, 0, 1): b = 1/4 and β̄ = (¼ + ¼)/4 = 1/8. Four fresh probes count every edge
+    # once: only the answers' noise is left, 1/8/4, half-width z·sqrt(1/32) = 0.3465; no
+    # weak share reaches ±6 points.
+    out = weak_share_frontier(np.array([0.5, 0.5, 0.0, 1.0]), 4, weak_share=0.25)
+    assert out["ci_halfwidth_needed"] == 0.3465 and out["weak_share_reachable"] is None

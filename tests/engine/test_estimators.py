@@ -168,7 +168,7 @@ def test_replay_study_the_estimate_is_centred_on_the_truth_and_the_interval_cove
     theta = theta_for_kg(kg, seed=1)[edges]
     sweep = _HandSweep(kg, edges, rng.random((200, 10)) >= theta[:, None])
     truth = float(sweep.correct.mean())
-    out = replay_coverage(sweep, kg=kg, sampler="thompson", audit_fraction=0.5, budget=128, batch=32, runs=60)
+    out = replay_coverage(sweep, kg=kg, sampler="thompson", design_fraction=0.5, budget=128, batch=32, runs=60)
     assert out["truth"] == pytest.approx(truth, abs=1e-4)
     est = out["ht-difference"]
     # 60 independent runs: their mean lies within 3 standard errors (rmse / √60) of the truth,
@@ -180,7 +180,7 @@ def test_replay_study_the_estimate_is_centred_on_the_truth_and_the_interval_cove
 
 
 def test_systematic_design_draws_each_edge_with_its_inclusion_probability_exactly():
-    from kgprobe.sampling.audit import draw_systematic, inclusion_probabilities
+    from kgprobe.sampling.design_draws import draw_systematic, inclusion_probabilities
 
     # Weights 1:2:3:4 for 2 draws: π = 2·w/10 = 0.2, 0.4, 0.6, 0.8. With weights 1:1:1:7
     # the last would get 1.4: it is capped at 1 and the other draw shared 1/3 each.
@@ -214,7 +214,7 @@ class _FourEdges:
 
 
 def test_prior_design_weights_by_hand():
-    from kgprobe.sampling.audit import design_weights, prior_design_weights, round_design_weights
+    from kgprobe.sampling.design_draws import design_weights, prior_design_weights, round_design_weights
 
     pkg = _FourEdges()
     # Prior chances p = 0.5, 0.9, 1.0 (and a dead edge): spreads sqrt(p(1 − p)) = 0.5, 0.3, 0;
@@ -236,7 +236,7 @@ def test_prior_design_weights_by_hand():
 
 
 def test_prior_weighted_systematic_design_keeps_the_estimate_exactly_unbiased():
-    from kgprobe.sampling.audit import inclusion_probabilities, prior_design_weights
+    from kgprobe.sampling.design_draws import inclusion_probabilities, prior_design_weights
 
     class Pkg:
         active = np.ones(4, bool)

@@ -1,4 +1,4 @@
-"""Knowledge metrics, convergence and the audit accuracy estimate on hand-built tables."""
+"""Knowledge metrics, convergence and the design-based accuracy estimate on hand-built tables."""
 
 import math
 
@@ -83,29 +83,29 @@ def test_wilson_by_hand():
     assert low == pytest.approx(0.490162, abs=2e-6) and high == pytest.approx(0.943318, abs=2e-6)
 
 
-def test_accuracy_estimate_uses_audit_probes_only():
+def test_accuracy_estimate_uses_design_probes_only():
     correct = np.array([1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1], bool)
-    audit = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1], bool)
-    audit[2] = True  # audit probes: e2 wrong + 6 right = 6/7
-    est = kg_accuracy_estimate(correct, audit)
-    assert est.estimate == pytest.approx(6 / 7) and est.n == 7 and est.method == "audit-wilson"
+    design = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1], bool)
+    design[2] = True  # design probes: e2 wrong + 6 right = 6/7
+    est = kg_accuracy_estimate(correct, design)
+    assert est.estimate == pytest.approx(6 / 7) and est.n == 7 and est.method == "design-wilson"
     assert (est.low, est.high) == pytest.approx(wilson_interval(6, 7))
     none = kg_accuracy_estimate(correct, np.zeros(12, bool))
-    assert none.method == "no-audit-probes" and math.isnan(none.estimate)
+    assert none.method == "no-design-probes" and math.isnan(none.estimate)
 
 
 def test_difference_estimator_by_hand():
-    # Round 0: mean prediction 0.5; audit probes (y=1, ŷ=0.5) and (y=0, ŷ=0.5) -> z = 1.0, 0.0.
-    # Round 1: mean prediction 0.8; audit probe (y=1, ŷ=0.9) -> z = 0.8 + 0.1 = 0.9.
-    # A non-audit probe (y=0, ŷ=0.2) is ignored.
+    # Round 0: mean prediction 0.5; design probes (y=1, ŷ=0.5) and (y=0, ŷ=0.5) -> z = 1.0, 0.0.
+    # Round 1: mean prediction 0.8; design probe (y=1, ŷ=0.9) -> z = 0.8 + 0.1 = 0.9.
+    # A non-design probe (y=0, ŷ=0.2) is ignored.
     # mean z = 1.9/3 = 0.63333; sd (ddof 1) = sqrt(0.60667/2) = 0.55076;
     # half-width 1.959964 · 0.55076 / sqrt(3) = 0.62323 -> (0.01010, 1.0 after clipping).
     correct = np.array([1, 0, 1, 0], bool)
-    audit = np.array([1, 1, 1, 0], bool)
-    est = kg_accuracy_estimate(correct, audit, predicted=[0.5, 0.5, 0.9, 0.2], rounds=[0, 0, 1, 1],
+    design = np.array([1, 1, 1, 0], bool)
+    est = kg_accuracy_estimate(correct, design, predicted=[0.5, 0.5, 0.9, 0.2], rounds=[0, 0, 1, 1],
                                mean_predicted=[0.5, 0.8])
-    assert est.method == "audit-difference" and est.n == 3
+    assert est.method == "design-difference" and est.n == 3
     assert est.estimate == pytest.approx(1.9 / 3)
     assert est.low == pytest.approx(0.01010, abs=1e-4) and est.high == 1.0
     with pytest.raises(InputError, match="together"):
-        kg_accuracy_estimate(correct, audit, predicted=[0.5] * 4)
+        kg_accuracy_estimate(correct, design, predicted=[0.5] * 4)

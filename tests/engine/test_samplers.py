@@ -27,7 +27,7 @@ def run_rounds(name, seed, rounds=5, n=6):
     picks = []
     for _ in range(rounds):
         sel = sampler.select(pkg, n, rng)
-        picks.append((sel.edges.tolist(), sel.audit.tolist()))
+        picks.append((sel.edges.tolist(), sel.design.tolist()))
         pkg.update(sel.edges, answers.random(n) < 0.5)
     return picks
 
@@ -37,9 +37,9 @@ def test_deterministic_under_seed(name):
     a, b, c = run_rounds(name, 1), run_rounds(name, 1), run_rounds(name, 2)
     assert a == b
     assert a != c
-    for edges, audit in a:
+    for edges, design in a:
         assert len(set(edges)) == 6 and not {3, 7} & set(edges)  # distinct, never dead
-        assert len(audit) == 6
+        assert len(design) == 6
 
 
 def test_brute_force_sweeps_every_edge_once_per_epoch():
@@ -52,24 +52,24 @@ def test_brute_force_sweeps_every_edge_once_per_epoch():
     # Round 3 ends epoch 1 with 2 edges and starts epoch 2 with 2 others.
     assert sorted(flat[:10]) == active and sorted(flat[10:]) == active
     assert all(len(set(r)) == 4 for r in rounds)
-    assert all(s.select(pkg, 4, rng).audit.all() for _ in range(2))
+    assert all(s.select(pkg, 4, rng).design.all() for _ in range(2))
 
 
 def test_epsilon_zero_is_greedy_on_posterior_mean():
     pkg = ring()
     pkg.alpha[[10, 20, 30]] = [9.0, 5.0, 3.0]  # means 0.9, 0.833, 0.75; everything else 0.5
     sel = make_sampler("epsilon-greedy", epsilon=0.0).select(pkg, 3, np.random.default_rng(0))
-    assert sel.edges.tolist() == [10, 20, 30] and not sel.audit.any()
+    assert sel.edges.tolist() == [10, 20, 30] and not sel.design.any()
 
 
-def test_audit_fraction_counts():
+def test_design_fraction_counts():
     pkg = ring()
-    s = ThompsonSampler(audit_fraction=0.25)
+    s = ThompsonSampler(design_fraction=0.25)
     rng = np.random.default_rng(0)
-    counts = [int(s.select(pkg, 8, rng).audit.sum()) for _ in range(20)]
+    counts = [int(s.select(pkg, 8, rng).design.sum()) for _ in range(20)]
     assert set(counts) == {2}  # 0.25 * 8 = 2 exactly: no stochastic rounding needed
-    s = ThompsonSampler(audit_fraction=0.1)
-    counts = [int(s.select(pkg, 8, rng).audit.sum()) for _ in range(400)]
+    s = ThompsonSampler(design_fraction=0.1)
+    counts = [int(s.select(pkg, 8, rng).design.sum()) for _ in range(400)]
     assert set(counts) == {0, 1} and abs(np.mean(counts) - 0.8) < 0.08  # 0.8 = 0.1 * 8
 
 
@@ -121,7 +121,7 @@ def test_focus_takes_value_picks_first_then_focus_scores():
     pkg.update(np.array([0, 1, 2, 3]), np.array([False, True, False, True]))
     pkg.update(np.array([0, 3]), np.array([False, True]))
     pkg.update(np.array([3]), np.array([False]))
-    s = make_sampler("focus", audit_fraction=0.0, top_share=0.25, value_share=0.5)
+    s = make_sampler("focus", design_fraction=0.0, top_share=0.25, value_share=0.5)
     s.load_state_dict({"strength": 2.0, "pseudo_count": 4.0, "fitted_at": 10**9, "rounds": 0})
     a, b = s.posterior(pkg)
     level = top_level(a, b, 0.25)
@@ -131,9 +131,9 @@ def test_focus_takes_value_picks_first_then_focus_scores():
     assert sel.edges[:2].tolist() == by_value.tolist()
     score[by_value] = -1.0
     assert sel.edges[2:].tolist() == np.argsort(-score, kind="stable")[:2].tolist()
-    assert not sel.audit.any()
+    assert not sel.design.any()
     # value_share 0: the focus score alone.
-    s0 = make_sampler("focus", audit_fraction=0.0, value_share=0.0)
+    s0 = make_sampler("focus", design_fraction=0.0, value_share=0.0)
     s0.load_state_dict({"strength": 2.0, "pseudo_count": 4.0, "fitted_at": 10**9, "rounds": 0})
     assert s0.select(pkg, 4, np.random.default_rng(0)).edges.tolist() == \
         np.argsort(-focus_scores(a, b), kind="stable")[:4].tolist()
@@ -164,8 +164,8 @@ def test_threshold_thompson_is_exact():
     pkg = ParameterizedKG(heads, heads + 1, np.ones(1000, bool))  # disjoint edges
     pkg.alpha[0] = 1000.0
     trials = 800  # sd of the frequency ≈ 0.018; the bound below is ~4 sd
-    fast = _top1_frequency(ThompsonSampler(direct_limit=0, audit_fraction=0.0), pkg, trials, 0)
-    direct = _top1_frequency(ThompsonSampler(audit_fraction=0.0), pkg, trials, 1)
+    fast = _top1_frequency(ThompsonSampler(direct_limit=0, design_fraction=0.0), pkg, trials, 0)
+    direct = _top1_frequency(ThompsonSampler(design_fraction=0.0), pkg, trials, 1)
     assert abs(fast - 1000 / 1999) < 0.07
     assert abs(direct - 1000 / 1999) < 0.07
 
@@ -173,7 +173,7 @@ def test_threshold_thompson_is_exact():
 def test_threshold_path_on_a_skewed_graph_after_propagation():
     heads, tails, active = skewed_graph(50_000, seed=3)
     pkg = ParameterizedKG(heads, tails, active)
-    s = ThompsonSampler(direct_limit=0, audit_fraction=0.1)
+    s = ThompsonSampler(direct_limit=0, design_fraction=0.1)
     rng = np.random.default_rng(0)
     for _ in range(5):
         sel = s.select(pkg, 64, rng)
@@ -187,17 +187,17 @@ def test_threshold_path_on_a_skewed_graph_after_propagation():
     assert a.tolist() == b.tolist()
 
 
-def test_audit_draws_are_uniform_over_active_edges():
-    from kgprobe.sampling.audit import draw_audit
+def test_design_draws_are_uniform_over_active_edges():
+    from kgprobe.sampling.design_draws import draw_design
 
     heads = np.arange(100) * 2
     active = np.zeros(100, bool)
     active[::2] = True  # 50 active edges; k = 2 takes the O(k) rejection path (2·16 < 50)
     pkg = ParameterizedKG(heads, heads + 1, active)
     rng = np.random.default_rng(0)
-    picks = np.concatenate([draw_audit(pkg, 2, rng) for _ in range(5000)])
+    picks = np.concatenate([draw_design(pkg, 2, rng) for _ in range(5000)])
     counts = np.bincount(picks, minlength=100)
     assert counts[1::2].sum() == 0  # never a dead edge
     # 10,000 picks over 50 edges: 200 each, sd ≈ 14; 70 is 5 sd.
     assert np.abs(counts[::2] - 200).max() < 70
-    assert all(len(set(draw_audit(pkg, 2, rng).tolist())) == 2 for _ in range(200))
+    assert all(len(set(draw_design(pkg, 2, rng).tolist())) == 2 for _ in range(200))

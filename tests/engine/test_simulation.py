@@ -140,8 +140,8 @@ def test_study_bad_inputs():
 
 
 @pytest.mark.slow
-def test_audit_interval_coverage_small_simulation():
-    # 600-edge skewed graph, calibrated θ*, focus sampler with 10 % audits for one epoch:
+def test_design_interval_coverage_small_simulation():
+    # 600-edge skewed graph, calibrated θ*, focus sampler with 10 % design draws for one epoch:
     # the 95 % interval must cover 1 - mean θ* in most of 60 runs (≥ 0.85 allows for
     # binomial noise: at true coverage 0.95, P(≤ 51/60) < 0.01).
     heads, tails, active = skewed_graph(600, seed=5, dead_fraction=0.0)

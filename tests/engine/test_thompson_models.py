@@ -56,7 +56,7 @@ def two_edges():
 
 
 def primed_thompson():
-    smp = make_sampler("thompson", audit_fraction=0.0)
+    smp = make_sampler("thompson", design_fraction=0.0)
     # evidence: K = 2, b = 0, no pooling weights, atoms e^-12 (negligible) -> prior mean = global rate
     smp.posterior.params = np.array([math.log(2.0), 0.0, 0.0, 0.0, 0.0, -12.0, -12.0])
     smp.grid = three_point(weights=(0.25, 0.0, 0.75))
@@ -88,7 +88,7 @@ def test_pending_predictions_survive_a_checkpoint():
     pkg = two_edges()
     a = primed_thompson()
     sel = a.select(pkg, 2, np.random.default_rng(0))
-    b = make_sampler("thompson", audit_fraction=0.0)
+    b = make_sampler("thompson", design_fraction=0.0)
     b.load_state_dict(a.state_dict())
     order = np.argsort(sel.edges)
     pkg.update(sel.edges[order], np.array([False, True]))

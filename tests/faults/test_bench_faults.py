@@ -21,7 +21,7 @@ def test_kill_in_the_replay_window_and_a_damaged_metric(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_case_list_has_the_issue_s_fault_classes():
+def test_the_case_list_has_every_fault_class():
     from kgprobe.bench.faults import all_cases
 
     names = [name for name, _ in all_cases(kills=10)]

@@ -51,7 +51,7 @@ def test_an_iri_seed_with_query_syntax_is_refused(fake_sparql):
     ({"convergence_tolerance": 0.0}, "setting 'convergence_tolerance' must be a number > 0, not 0.0"),
     ({"batch_size": 0}, "setting 'batch_size' must be an integer >= 1, not 0"),
     ({"budget": 2.0}, "setting 'budget' must be an integer, not the number 2.0 (write 2 without a decimal point)"),
-    ({"audit_fraction": 1.5}, "setting 'audit_fraction' must be a number >= 0 and <= 1, not 1.5"),
+    ({"design_fraction": 1.5}, "setting 'design_fraction' must be a number >= 0 and <= 1, not 1.5"),
     ({"propagation_weight": float("nan")}, "setting 'propagation_weight' must be a number, not the number nan"),
     ({"stop_on_convergence": 1}, "setting 'stop_on_convergence' must be true or false, not the integer 1"),
     ({"seeds": ["Q1", 2]}, "setting 'seeds' must be a list of strings, not a list"),

@@ -28,7 +28,7 @@ def test_run_report_carries_phrasings_and_marks_repeats(tmp_path):
     out = tmp_path / "runs"
     subprocess.run(
         [sys.executable, "-m", "kgprobe.cli", "run", "--kg", str(kg), "--method", "wh",
-         "--sampler", "brute-force", "--batch-size", "2", "--budget", "10", "--audit-fraction", "0",
+         "--sampler", "brute-force", "--batch-size", "2", "--budget", "10", "--design-fraction", "0",
          "--no-convergence-stop", "--plain", "--no-report", "--quiet", "--out", str(out)],
         check=True, env=ENV, capture_output=True, text=True,
     )

@@ -9,6 +9,7 @@ import pytest
 
 import kgprobe
 from kgprobe.compare import accuracy_differences
+from kgprobe.errors import InputError
 from kgprobe.sampling.design import FLOOR, LEAN_PART
 from kgprobe.simulation.model import SimulatedModel
 from kgprobe.simulation.theta import theta_for_kg
@@ -74,3 +75,50 @@ def test_the_old_command_line_flag_still_works_with_a_warning(capsys):
     args = build_parser().parse_args(["run", "--audit-fraction", "0.5", "--design", "stratified"])
     assert args.design_fraction == 0.5 and args.design == "stratified"
     assert "--audit-fraction is now --design-fraction" in capsys.readouterr().err
+
+
+def test_a_run_file_that_names_the_design_share_audit_fraction_reads_and_resumes_unchanged(tmp_path, countries,
+                                                                                           sim_model):
+    import json
+
+    from kgprobe.protocol import protocol_differences
+    from kgprobe.store import RunStore
+
+    settings = dict(budget=64, batch_size=32, seed=0, sampler="thompson", design_fraction=0.25, progress=False,
+                    report=False)
+    reference = kgprobe.probe(countries, sim_model, store=tmp_path / "ref.kgrun", **settings)
+    kgprobe.probe(countries, sim_model, store=tmp_path / "old.kgrun", **{**settings, "budget": 32}).close()
+    # What a run file written before the rename holds: the sampler option under its old name
+    # (the probes table's design column kept its on-disk name, so nothing else differs).
+    store = RunStore.open(tmp_path / "old.kgrun", writable=True)
+    for key in ("config", "protocol"):
+        recorded = json.loads(store.meta(key))
+        recorded["sampler_options"] = {("audit_fraction" if k == "design_fraction" else k): v
+                                       for k, v in recorded["sampler_options"].items()}
+        store.set_meta(key, json.dumps(recorded))
+    store.close()
+
+    old = kgprobe.resume(tmp_path / "old.kgrun", sim_model, budget=64, progress=False)
+    assert old.protocol["sampler_options"]["design_fraction"] == 0.25
+    assert "audit_fraction" not in old.protocol["sampler_options"]
+    assert protocol_differences(reference.protocol, old.protocol) == []
+    # A quarter of 32 is 8 design draws a round; the resumed round draws what the unbroken run drew.
+    assert [(p.round, p.edge, p.design, p.correct) for p in old.store.probes()] == \
+        [(p.round, p.edge, p.design, p.correct) for p in reference.store.probes()]
+    assert int((old.store.probe_arrays()["part"] > 0).sum()) == 16
+    old.close()
+    reference.close()
+
+
+def test_the_old_sampler_option_name_still_works_with_a_warning():
+    from kgprobe.sampling import make_sampler
+    from kgprobe.settings import resolve_run_settings
+
+    with pytest.warns(FutureWarning, match="'audit_fraction' is now 'design_fraction'"):
+        settings = resolve_run_settings(("--sampler-option", {"sampler": "thompson",
+                                                              "sampler_options": {"audit_fraction": 0.5}}))
+    assert settings["sampler_options"]["design_fraction"] == 0.5 and "audit_fraction" not in settings["sampler_options"]
+    with pytest.warns(FutureWarning, match="'audit_fraction' is now 'design_fraction'"):
+        assert make_sampler("thompson", audit_fraction=0.25).design_fraction == 0.25
+    with pytest.raises(InputError, match="give only 'design_fraction'"):
+        make_sampler("thompson", audit_fraction=0.25, design_fraction=0.5)

@@ -34,8 +34,8 @@ def assert_same_run(a, b):
     assert [h["metrics"] for h in ha] == [h["metrics"] for h in hb]
     assert [h["queries_spent"] for h in ha] == [h["queries_spent"] for h in hb]
     pa, pb = a.store.probes(), b.store.probes()
-    assert [(p.round, p.edge, p.audit, p.correct, p.question, p.answer) for p in pa] == \
-        [(p.round, p.edge, p.audit, p.correct, p.question, p.answer) for p in pb]
+    assert [(p.round, p.edge, p.design, p.correct, p.question, p.answer) for p in pa] == \
+        [(p.round, p.edge, p.design, p.correct, p.question, p.answer) for p in pb]
 
 
 def test_round_rng_is_a_function_of_seed_round_and_path():

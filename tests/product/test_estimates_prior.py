@@ -48,12 +48,12 @@ def test_each_probe_records_its_prediction_and_inclusion_probability(tmp_path, c
         # empty pool, (0 + 1) / (0 + 2) = ½, and so is every group mean (variance ¼).
         assert np.all(probes["predicted"][r1] == 0.5)
         assert preds[1]["predicate"]["P36"] == [0.5, 0.25]
-        # Audit fraction 1/8 of 32: 4 design draws among the 3,246 active edges. Before round
+        # Design fraction 1/8 of 32: 4 design draws among the 3,246 active edges. Before round
         # 1 every edge is predicted alike, so the tilted design is uniform: π = 4 / 3,246.
-        audit = probes["audit"]
-        assert int(audit[r1].sum()) == 4
-        assert probes["inclusion"][audit & r1] == pytest.approx(4 / countries.num_active)
-        assert np.isnan(probes["inclusion"][~audit]).all()
+        design = probes["design"]
+        assert int(design[r1].sum()) == 4
+        assert probes["inclusion"][design & r1] == pytest.approx(4 / countries.num_active)
+        assert np.isnan(probes["inclusion"][~design]).all()
         # Round 2 tilts half of the design towards edges predicted wrong: π_j = 4 · w_j with
         # w_j = ½ / N + ½ · θ̂_j / Σ θ̂ (no edge reaches π = 1 here).
         # Round 2's predictions are those of the PKG after round 1.
@@ -66,7 +66,7 @@ def test_each_probe_records_its_prediction_and_inclusion_probability(tmp_path, c
         assert probes["predicted"][r2] == pytest.approx(right[probes["edge"][r2]])
         err = (1 - right) * countries.active
         w = 0.5 / countries.num_active + 0.5 * err / err.sum()
-        a2 = audit & r2
+        a2 = design & r2
         assert probes["inclusion"][a2] == pytest.approx(4 * w[probes["edge"][a2]])
 
 
@@ -91,9 +91,9 @@ def test_a_format_1_run_file_is_read_and_upgraded_on_resume(tmp_path, countries,
         probes = run.store.probe_arrays()
         est = run.estimates()
     assert "predicted" not in probes
-    # Without predictions the KG estimate is the audit mean with Wilson's interval.
-    k, n = int(probes["correct"][probes["audit"]].sum()), int(probes["audit"].sum())
-    assert est["kg"]["method"] == "audit-wilson" and est["kg"]["estimate"] == pytest.approx(k / n)
+    # Without predictions the KG estimate is the design mean with Wilson's interval.
+    k, n = int(probes["correct"][probes["design"]].sum()), int(probes["design"].sum())
+    assert est["kg"]["method"] == "design-wilson" and est["kg"]["estimate"] == pytest.approx(k / n)
     assert all(e["basis"] == "model-based" for e in est["by_predicate"].values())
     with RunStore.open(path, writable=True) as store:
         assert store.meta("format_version") == "2"
@@ -186,7 +186,7 @@ def test_compare_pairs_runs_with_the_same_design_and_corrects_for_multiplicity(t
     diffs = cmp.differences
     assert diffs["correction"] == "holm"
     kg_row = diffs["differences"][0]
-    # Same seed, same batch: the audit draws do not depend on the answers, so both runs
+    # Same seed, same batch: the design draws do not depend on the answers, so both runs
     # drew the same design edges and the difference is paired.
     # (The uniform design, whose draws are all shared; the adaptive default shares its floor:
     # tests/product/test_design_compare.py.)
@@ -220,13 +220,13 @@ def test_the_prior_design_draws_with_known_probabilities_and_runs_with_one_prior
         other = store.probe_arrays()
     # The run default: half of the design follows the prior's spread. With p_j = σ(ā − b_j)
     # over the N active edges, w_j = ½/N + ½ · sqrt(p_j(1 − p_j)) / Σ sqrt(p(1 − p)), and each
-    # round's 32 design draws (audit fraction 1) include edge j with π_j = 32 · w_j.
+    # round's 32 design draws (design fraction 1) include edge j with π_j = 32 · w_j.
     assert config["prior_design"] == 0.5
     act = np.asarray(countries.active, bool)
     p = expit(prior.ability_prior[0] - prior.filled_difficulty())
     spread = np.where(act, np.sqrt(p * (1 - p)), 0.0)
     w = np.where(act, 0.5 / act.sum(), 0.0) + 0.5 * spread / spread.sum()
-    assert probes["audit"].all()
+    assert probes["design"].all()
     assert probes["inclusion"] == pytest.approx(32 * w[probes["edge"]], rel=1e-9)
     # The weights come from the prior alone: another model with the same prior and seed
     # drew the very same design edges (its answers differ), so the comparison is paired.

@@ -30,7 +30,7 @@ def test_choose_mode():
 
 def summary(r, win, zero, allsense, spent, elapsed=2.0):
     return RoundSummary(
-        round=r, edges=np.arange(4), correct=np.ones(4, bool), audit=np.zeros(4, bool), queries=32,
+        round=r, edges=np.arange(4), correct=np.ones(4, bool), design=np.zeros(4, bool), queries=32,
         queries_spent=spent, budget=256, max_rounds=None, num_requests=640, elapsed=elapsed, model_seconds=1.5,
         replayed=False, metrics=KnowledgeMetrics(win, zero, allsense, 30 * r),
         by_predicate={"P36": KnowledgeMetrics(0.4, 0.6, 0.4, 10), "P47": KnowledgeMetrics(0.7, 0.25, 0.7, 12),

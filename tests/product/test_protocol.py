@@ -47,14 +47,14 @@ def test_api_and_cli_resolve_to_the_same_protocol(countries, sim_model):
         ("countries", "default", "runs")
     cfg = EngineConfig.from_settings(api)
     assert (cfg.budget, cfg.batch_size, cfg.method, cfg.sampler, cfg.seed) == (256, 32, "zp-lke", "focus", 0)
-    # Every option is recorded, 20 x 19 for ZP-LKE; the audit fraction sits among the sampler's.
+    # Every option is recorded, 20 x 19 for ZP-LKE; the design fraction sits among the sampler's.
     assert {k: cfg.probe_options[k] for k in ("num_examples", "num_distractors", "fixed_examples",
                                               "example_seed")} == \
         {"num_examples": 20, "num_distractors": 19, "fixed_examples": False, "example_seed": 0}
     from kgprobe.sampling.focus import FocusSampler
     from kgprobe.settings import RUN_DEFAULTS
 
-    assert cfg.sampler_options == {**_class_defaults(FocusSampler), "audit_fraction": RUN_DEFAULTS["design_fraction"]}
+    assert cfg.sampler_options == {**_class_defaults(FocusSampler), "design_fraction": RUN_DEFAULTS["design_fraction"]}
     # The protocols built from the two (same model, same KG) differ in nothing but the date.
     a = build_protocol(EngineConfig.from_settings(cli), countries, sim_model, "default", date="d")
     b = build_protocol(EngineConfig.from_settings(api), countries, sim_model, "default", date="d")
@@ -153,6 +153,7 @@ def test_report_json_output_and_export(tmp_path, countries, sim_model, capsys):
     header, samples = lines[0], lines[1:]
     assert header["protocol"] == data["protocol"]
     assert len(samples) == len(probes) == 32  # 2 rounds of 16, one query each
+    assert all(s["design"] is True for s in samples)  # the run default: every probe a design draw
     for s, p in zip(samples, probes):
         assert (s["round"], s["pos"], s["edge"], s["verdict"], s["response"]) == \
             (p.round, p.pos, p.edge, p.correct, p.answer)

@@ -44,7 +44,7 @@ def small_kg(name="hand") -> KnowledgeGraph:
 
 
 def build_run(path, kg, rounds: list[list[tuple[int, bool, bool]]], model="model-A") -> str:
-    """A run file whose round r probed the (edge, correct, audit) triples in ``rounds[r-1]``."""
+    """A run file whose round r probed the (edge, correct, design) triples in ``rounds[r-1]``."""
     cfg = EngineConfig(method="hard", sampler="thompson", batch_size=2, budget=100, propagation_weight=0.0)
     store = RunStore.create(path, config=cfg.to_dict(), kg=kg, model_identity=model, model_spec="")
     pkg = ParameterizedKG.from_kg(kg, propagation_weight=0.0)
@@ -95,7 +95,7 @@ def test_report_numbers(run_a):
     bg = data["by_group"]  # subject groups: country has e0-e4 probed (5), city has e6
     assert bg["country"] == {"win_rate": 2 / 5, "zero_sense_rate": 2 / 5, "all_sense_rate": 1 / 5, "probed_edges": 5}
     assert bg["city"]["zero_sense_rate"] == 1.0 and bg["city"]["probed_edges"] == 1
-    # Audit probes: e0 right (round 1), e1 wrong (round 1), e2 wrong (round 2) -> 1/3.
+    # Design probes: e0 right (round 1), e1 wrong (round 1), e2 wrong (round 2) -> 1/3.
     est = data["accuracy_estimate"]
     assert est["n"] == 3 and est["estimate"] == pytest.approx(1 / 3)
     hm = data["heatmap"]
@@ -113,7 +113,7 @@ def test_report_numbers(run_a):
     assert [(a["round"], a["answer"], a["correct"]) for a in weak[0]["answers"]] == [
         (1, "answer 1/6", False), (2, "answer 2/6", False), (3, "answer 3/6", False)]
     assert [h["queries_spent"] for h in data["history"]] == [6, 11, 13, 14]
-    # The estimate's history: audit e0 right + e1 wrong (round 1), e2 wrong (round 2), none after.
+    # The estimate's history: design e0 right + e1 wrong (round 1), e2 wrong (round 2), none after.
     assert [(a["round"], a["n"]) for a in data["accuracy_history"]] == [(1, 2), (2, 3), (3, 3), (4, 3)]
     assert [a["estimate"] for a in data["accuracy_history"]] == pytest.approx([1 / 2, 1 / 3, 1 / 3, 1 / 3])
     # A run file written without a protocol gets one rebuilt from its settings; its probe
@@ -191,7 +191,7 @@ def test_compare_runs_eta_over_commonly_probed_edges(run_a, tmp_path):
     assert cmp.eta[0][0] == 1.0
     assert cmp.names == ["model-A", "model-B"]
     assert cmp.metrics[1]["win_rate"] == 4 / 5
-    assert cmp.estimates[1] is None  # B has no audit probes
+    assert cmp.estimates[1] is None  # B has no design probes
     out = subprocess.run([sys.executable, "-m", "kgprobe.cli", "compare", run_a, run_b, "--json"],
                          capture_output=True, text=True, check=True)
     assert json.loads(out.stdout)["eta"][0][1] == 0.5

@@ -18,7 +18,7 @@ from kgprobe.commands.run import load_config_file, settings_from_args
 from kgprobe.engine import EngineConfig
 from kgprobe.errors import InputError
 from kgprobe.metrics import ConvergenceMonitor
-from kgprobe.settings import RUN_DEFAULTS
+from kgprobe.settings import RUN_DEFAULTS, resolve_run_settings
 
 
 def _subparser(command: str) -> argparse.ArgumentParser:
@@ -140,3 +140,11 @@ def test_old_names_still_work_with_a_warning(tmp_path, capsys):
     cfg.write_text('seeds = ["Q1"]\n')
     assert load_config_file(str(cfg))["seed_entities"] == ["Q1"]
     assert "'seeds' is now 'seed_entities'" in capsys.readouterr().err
+    # The design fraction's older name, as a top-level key and as a sampler option.
+    cfg.write_text('audit_fraction = 0.5\n[sampler_options]\naudit_fraction = 0.25\n')
+    loaded = load_config_file(str(cfg))
+    assert loaded["design_fraction"] == 0.5 and loaded["sampler_options"] == {"audit_fraction": 0.25}
+    assert "'audit_fraction' is now 'design_fraction'" in capsys.readouterr().err
+    with pytest.warns(FutureWarning, match="sampler option 'audit_fraction' is now 'design_fraction'"):
+        settings = resolve_run_settings(("config file old.toml", {**loaded, "sampler": "focus"}))
+    assert settings["design_fraction"] == 0.5 and settings["sampler_options"]["design_fraction"] == 0.25

@@ -4,7 +4,7 @@ A child process probes the embedded countries KG with the simulated model (fast 
 deterministic, so the only thing under test is the engine and the store) and is killed
 with SIGKILL after a uniformly random delay within the run's duration; the run is then
 resumed and compared with an unbroken run of the same seed: PKG arrays bit for bit,
-metric history, every probe's edge, audit flag, verdict, question and answer.
+metric history, every probe's edge, design flag, verdict, question and answer.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ print("done", flush=True)
 
 def snapshot(run):
     state = {k: np.asarray(v).copy() for k, v in run.pkg.state_dict().items()}
-    probes = [(p.round, p.pos, p.edge, p.audit, p.correct, p.question, p.answer, p.detail) for p in run.store.probes()]
+    probes = [(p.round, p.pos, p.edge, p.design, p.correct, p.question, p.answer, p.detail) for p in run.store.probes()]
     history = [(h["round"], h["queries_spent"], h["metrics"], h["converged"]) for h in run.history()]
     return state, probes, history
 

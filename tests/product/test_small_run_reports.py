@@ -160,6 +160,32 @@ def test_null_model_rate_is_measured_stored_and_shown(tmp_path, countries, sim_m
     assert data["kg_baseline"]["null"] is not None
 
 
+def test_null_model_rate_of_a_run_another_process_writes_is_refused_before_asking_the_model(tmp_path, countries,
+                                                                                             sim_model):
+    import kgprobe
+    from kgprobe.errors import StoreError
+    from kgprobe.models.base import DelegatingModel
+    from kgprobe.report import measure_null_baseline
+    from kgprobe.store import RunStore
+
+    class CountingModel(DelegatingModel):
+        requests = 0
+
+        def score(self, requests):
+            self.requests += len(requests)
+            return super().score(requests)
+
+    kgprobe.probe(countries, sim_model, store=tmp_path / "n.kgrun", budget=32, batch_size=16, seed=5, report=False,
+                  progress=False).close()
+    model = CountingModel(sim_model)
+    with RunStore.open(tmp_path / "n.kgrun", writable=True):  # the writer's exclusive lock
+        with pytest.raises(StoreError, match="in use by another kgprobe process"):
+            measure_null_baseline(str(tmp_path / "n.kgrun"), model, "simulated", renderings=4)
+    assert model.requests == 0
+    with open_run(tmp_path / "n.kgrun") as run:
+        assert report_data(run)["null_model"] is None
+
+
 def test_export_into_a_closed_pipe_exits_quietly(tmp_path):
     kg = three_cities()
     long_question = "x" * 400

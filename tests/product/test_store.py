@@ -116,7 +116,7 @@ def test_every_rounds_pkg_state_rebuilds_across_keyframes(tmp_path, monkeypatch)
     assert [(p.round, p.correct, p.question, p.detail) for p in probes[:2]] == [
         (1, False, "q1", {"rank": 1}), (2, True, "q2", {"rank": 2})]
     arr = ro.probe_arrays()
-    assert arr["audit"].sum() == 7 and arr["correct"].sum() == 3  # rounds 2, 4, 6
+    assert arr["design"].sum() == 7 and arr["correct"].sum() == 3  # rounds 2, 4, 6
     ro.close()
 
 

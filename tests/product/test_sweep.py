@@ -97,6 +97,8 @@ def test_truth_of_another_kg_or_method_is_exit_2(tmp_path, capsys):
     assert "recorded with the method 'hgp', but this study is about 'zp-lke'" in capsys.readouterr().err
     assert main(["bench", "efficiency", "--truth", str(tmp_path / "missing.npz")]) == 2
     assert "no sweep" in capsys.readouterr().err
+    assert main(["bench", "efficiency", "--truth", "default", "--coverage-runs", "0"]) == 2
+    assert "--coverage-runs must be >= 1, got 0" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -114,8 +116,9 @@ def test_the_real_data_study_runs_from_the_repository(capsys):
         <= truth.probe_options.items()
     # grown from the first 100-edge recording with `sweep --extend` (kgprobe/sweeps/README.md)
     assert (truth.num_edges, truth.passes, truth.info["extends"]["edges"]) == (500, 20, 100)
-    assert main(["bench", "efficiency", "--truth", "default", "--seeds", "1"]) == 0
+    assert main(["bench", "efficiency", "--truth", "default", "--seeds", "1", "--coverage-runs", "40"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["coverage_study"]["runs"] == 40  # the bench's own default is 1,000 replays
     assert out["passes"] == truth.passes and out["edges"] == truth.num_edges
     assert out["k"] == scaled(600, truth.num_edges) and out["accuracy"] == round(truth.accuracy(), 4)
     assert {"thompson", "kglens-thompson", "kglens-thompson+prop", "brute-force", "focus"} <= set(out["ratios"])
@@ -157,7 +160,8 @@ def test_a_sweep_of_a_built_kg_replays_through_the_cli(built_sweeps, capsys):
     assert f"recorded on the KG 'Iceland' (content hash {recorded.kg_hash[:12]}…), which is not embedded" in err
     assert f"pass --graph {kg_file} (the KG file the sweep was recorded with)" in err
 
-    assert main(["bench", "efficiency", "--truth", str(sweep_file), "--graph", str(kg_file), "--seeds", "1"]) == 0
+    assert main(["bench", "efficiency", "--truth", str(sweep_file), "--graph", str(kg_file), "--seeds", "1",
+                 "--coverage-runs", "200"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     right = recorded.correct
     assert (out["graph"], out["edges"], out["passes"]) == ("Iceland", 6, 2)
@@ -167,6 +171,10 @@ def test_a_sweep_of_a_built_kg_replays_through_the_cli(built_sweeps, capsys):
     # top-k and batch scale with the 6 edges: round(600 * 6 / 3246) = 1, round(64 * 6 / 3246) = 0 -> 1
     assert (out["k"], out["batch"]) == (1, 1)
     assert out["coverage_study"]["truth"] == out["accuracy"]
+    # the ideal frontier of the sweep's own truth at 256 queries (hand-checked in tests/engine/test_design.py)
+    from kgprobe.simulation.coverage import weak_share_frontier
+
+    assert out["ideal_frontier"] == weak_share_frontier(1.0 - right.mean(axis=1), 256)
 
     assert main(["bench", "prior", "--truth", str(sweep_file), str(other_file), "--graph", str(kg_file),
                  "--runs", "3"]) == 0

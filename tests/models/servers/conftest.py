@@ -161,26 +161,26 @@ class _FaultServer(ThreadingHTTPServer):
             self.bodies.clear()
             self.max_inflight.clear()
 
+    def __enter__(self) -> "_FaultServer":
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+        self.server_close()
+
 
 @pytest.fixture(scope="session")
 def fault_server():
-    server = _FaultServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with _FaultServer() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
 def fault_server_b():
     """A second fault server (several servers behind one model)."""
-    server = _FaultServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with _FaultServer() as server:
+        yield server
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ TOL = 5e-4  # the vLLM-vs-vLLM tolerance of test_vllm_serve.py
 
 def test_concurrency_limit_is_per_server(faults, fault_server_b):
     # 8 requests of 0.2 s, round-robin over two servers, at most 2 in flight on each: each
-    # server answers 4 and sees exactly 2 at once (the limit is no longer a total of 2).
+    # server answers 4 and sees exactly 2 at once (the limit is not a total of 2 over both).
     fault_server_b.reset()
     urls = [faults.url("slow"), fault_server_b.url("slow")]
     with OpenAICompatibleModel("m", base_urls=urls, max_concurrency=2, backoff=0.01, timeout=5.0) as model:

@@ -1,17 +1,16 @@
 """Shared pieces of every sampler: batch-size checks and the draws of the design sample.
 
 A run's design (stratified, adaptive) lives in :mod:`kgprobe.sampling.design`; it hands
-its draws out through :func:`draw_audit` when the engine has set ``pkg.design``. This
+its draws out through :func:`draw_design` when the engine has set ``pkg.design``. This
 module keeps the uniform design (``--design uniform``, and run files made before the
-others) and the drawing machinery both use. ("Audit" is the older name of the design
-sample; the store's column and the samplers' ``audit_fraction`` option keep it.)
+others) and the drawing machinery both use.
 
-The audit sample is what makes an unbiased KG-level accuracy estimate possible despite
+The design sample is what makes an unbiased KG-level accuracy estimate possible despite
 adaptive selection (see :mod:`kgprobe.estimators`): each round, a sampler with
-``audit_fraction = f`` draws about ``f·n`` of its ``n`` edges by a random design with
-known inclusion probabilities, and flags them in ``Selection.audit``. The count is
+``design_fraction = f`` draws about ``f·n`` of its ``n`` edges by a random design with
+known inclusion probabilities, and flags them in ``Selection.design``. The count is
 ``floor(f·n)`` plus one with probability equal to the fractional part, so the long-run
-audit share is exactly ``f``.
+design share is exactly ``f``.
 
 Two designs, both drawing ``k`` distinct edges:
 
@@ -71,8 +70,8 @@ def check_fraction(name: str, value) -> float:
     return value
 
 
-def audit_count(n: int, fraction: float, rng: np.random.Generator) -> int:
-    """How many of a round's ``n`` edges are audit draws (stochastic rounding of f·n)."""
+def design_count(n: int, fraction: float, rng: np.random.Generator) -> int:
+    """How many of a round's ``n`` edges are design draws (stochastic rounding of f·n)."""
     if fraction <= 0.0:
         return 0
     expected = fraction * n
@@ -181,15 +180,15 @@ def draw_systematic(pi: np.ndarray, rng: np.random.Generator, order: np.ndarray 
     return np.sort(order[hits]).astype(np.int64)
 
 
-def audit_inclusion(pkg, k: int, edges: np.ndarray) -> np.ndarray:
-    """Inclusion probabilities of ``edges``, drawn as ``k`` audit draws from ``pkg``'s current design."""
+def design_inclusion(pkg, k: int, edges: np.ndarray) -> np.ndarray:
+    """Inclusion probabilities of ``edges``, drawn as ``k`` design draws from ``pkg``'s current design."""
     w = getattr(pkg, "design_weights", None)
     if w is None:
         return np.full(np.asarray(edges).size, k / pkg.num_active)
     return inclusion_probabilities(w, k)[np.asarray(edges, dtype=np.int64)]
 
 
-def draw_audit(pkg, k: int, rng: np.random.Generator) -> np.ndarray:
+def draw_design(pkg, k: int, rng: np.random.Generator) -> np.ndarray:
     """``k`` distinct active edges of the current design (module docstring), int64, ascending.
 
     Tilted when the engine has set ``pkg.design_weights``; otherwise uniformly at random:

@@ -1,0 +1,28 @@
+"""The committed sweep of a user-built KG replays against its own KG file."""
+
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import kgprobe
+from kgprobe.kg.formats import load_kg
+from kgprobe.sweep import load_sweep, packaged_sweeps
+
+BUILT = Path(kgprobe.__file__).parent / "sweeps" / "built"
+
+
+def test_built_sweep_matches_its_kg_exactly():
+    kg = load_kg(BUILT / "geo-skew.jsonl.gz")
+    sweep = load_sweep(BUILT / "geo-skew-default.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a content-hash mismatch would warn
+        edges = sweep.edges_in(kg)
+    assert (len(edges), sweep.passes) == (311, 4)
+    assert int(sweep.correct.sum()) == 920  # 920 of 311 x 4 = 1244 answers right
+    per_predicate = Counter(kg.triple(int(j)).predicate for j in edges)
+    assert per_predicate.most_common(3) == [("P17", 232), ("P47", 46), ("P37", 7)]
+    assert sorted(per_predicate.values())[:6] == [3, 3, 3, 3, 3, 5]
+
+
+def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
+    assert "geo-skew-default" not in packaged_sweeps()
