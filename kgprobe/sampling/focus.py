@@ -67,12 +67,15 @@ def focus_scores(a: np.ndarray, b: np.ndarray, threshold: float = 0.5) -> np.nda
     return betainc(b, a, 1.0 - threshold) * p * (1 - p) / (nu + 1) ** 2
 
 
-def top_level(a: np.ndarray, b: np.ndarray, share: float) -> float:
-    """The level t with mean_j P(θ_j ≥ t) = ``share`` under Beta(a_j, b_j) (bisection to 2⁻³⁰)."""
+def top_level(a: np.ndarray, b: np.ndarray, share: float, weights: np.ndarray | None = None) -> float:
+    """The level t with mean_j P(θ_j ≥ t) = ``share`` under Beta(a_j, b_j) (bisection to 2⁻³⁰).
+
+    ``weights``: how many edges each (a_j, b_j) stands for (default one each).
+    """
     lo, hi = 0.0, 1.0
     for _ in range(30):
         mid = 0.5 * (lo + hi)
-        if float(np.mean(betainc(b, a, 1.0 - mid))) > share:
+        if float(np.average(betainc(b, a, 1.0 - mid), weights=weights)) > share:
             lo = mid
         else:
             hi = mid
@@ -124,9 +127,12 @@ class FocusSampler(PooledPosteriorSampler):
         if by_value and 0.0 < self.top_share < 1.0:
             act = pkg.active_edges
             sample = act[:: max(1, act.size // _LEVEL_SAMPLE)]
-            level = top_level(a[sample], b[sample], self.top_share)
+            pairs, counts = np.unique(a[sample] + 1j * b[sample], return_counts=True)
+            level = top_level(pairs.real, pairs.imag, self.top_share, weights=counts)
             value = np.zeros(pkg.num_edges)
-            value[pool] = top_share_values(a[pool], b[pool], level)
+            # Many edges share a posterior (e.g. unasked edges of one predicate): compute once per pair.
+            pairs, back = np.unique(a[pool] + 1j * b[pool], return_inverse=True)
+            value[pool] = top_share_values(pairs.real, pairs.imag, level)[back.ravel()]
             first = top_n_by_score(value, pool, by_value, rng)
         score = np.zeros(pkg.num_edges)
         score[pool] = focus_scores(a[pool], b[pool], self.threshold)

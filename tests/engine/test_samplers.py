@@ -111,6 +111,9 @@ def test_top_level_by_hand():
     assert top_level(np.ones(4), np.ones(4), 0.25) == pytest.approx(0.75, abs=1e-8)
     # Beta(1, 1) and Beta(2, 1): mean of (1 − t) and (1 − t²) = ½  ->  t² + t − 1 = 0, t = (√5 − 1)/2.
     assert top_level(np.array([1.0, 2.0]), np.array([1.0, 1.0]), 0.5) == pytest.approx((5 ** 0.5 - 1) / 2, abs=1e-8)
+    # The same pair standing for 3 and 1 edges: (3(1 − t) + (1 − t²))/4 = ½  ->  t² + 3t − 2 = 0.
+    assert top_level(np.array([1.0, 2.0]), np.array([1.0, 1.0]), 0.5, weights=np.array([3, 1])) == \
+        pytest.approx((17 ** 0.5 - 3) / 2, abs=1e-8)
 
 
 def test_focus_takes_value_picks_first_then_focus_scores():
