@@ -21,8 +21,9 @@ but lets the data decide how much to trust it:
 * **estimate** ``θ̂_j = (K·μ_j + f_j) / (K + m_j + f_j)`` (posterior mean; ``f_j, m_j``
   the edge's direct failures and successes);
 * **selection** — top n − a of θ̃_j drawn from the posterior ``Beta(K·μ_j + f_j,
-  K·(1−μ_j) + m_j)`` (Thompson sampling on the pooled posterior), plus ``a`` uniform
-  design draws (``design_fraction``, default 0.1) for the unbiased KG-level accuracy.
+  K·(1−μ_j) + m_j)`` (Thompson sampling on the pooled posterior), plus ``a`` design
+  draws (``design_fraction``: the class default 0.1; a run's default is 1, every probe a
+  design draw) for the unbiased KG-level accuracy.
 
 The grid fit is refreshed whenever the number of probes has grown by 10 % since the
 last fit (every round at first, rarely later; ~55 fits over 5 epochs of a 3,000-edge

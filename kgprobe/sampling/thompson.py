@@ -1,6 +1,6 @@
 """Thompson sampling: KGLens' variant (``kglens-thompson``) and kgprobe's (``thompson``).
 
-``thompson`` (:class:`ThompsonSampler`), kgprobe's default family: θ̃_j drawn from the
+``thompson`` (:class:`ThompsonSampler`), kgprobe's own: θ̃_j drawn from the
 evidence posterior of :mod:`kgprobe.sampling.evidence` — the edge's own answers plus a
 prior from its predicate's and entities' other answers, with strengths learned from
 the data. Neighbours inform an edge only through a prior worth at most K answers, so a
@@ -35,7 +35,8 @@ survivors is distributed exactly as the top n of a full draw. If fewer than n su
 (never seen in practice), the remaining edges are drawn from the Beta truncated to
 [0, τ] by inversion — slow but still exact.
 
-``design_fraction`` (default 0.1) reserves part of each batch for uniform design draws
+``design_fraction`` (the class default 0.1; a run's default is 1, every probe a design
+draw) reserves part of each batch for the run's design draws
 (:mod:`kgprobe.sampling.design_draws`) so a run can report an unbiased KG-level accuracy;
 KGLens' plain Thompson sampling is ``design_fraction=0`` (what the efficiency study runs).
 """
@@ -142,7 +143,7 @@ class KGLensThompsonSampler(Sampler):
 
     KGLens' own variant, kept for fidelity to the paper: the Beta counts are the
     parameterized KG's, i.e. the edge's answers plus every neighbour's answer at the
-    propagation weight. ``thompson`` (:class:`ThompsonSampler`) is kgprobe's default.
+    propagation weight. ``thompson`` (:class:`ThompsonSampler`) is kgprobe's own; the run default is ``focus``.
     """
 
     name = "kglens-thompson"
