@@ -107,10 +107,10 @@ class EngineConfig:
         if unknown:
             raise InputError(f"unknown run setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         d = {**RECORDED_BEFORE, **d}
-        if "sampler_options" in d:  # older run files name some options differently
-            from kgprobe.sampling import current_option_names
+        if "sampler_options" in d:  # older run files name some options differently or lack them
+            from kgprobe.sampling import recorded_options
 
-            d["sampler_options"] = current_option_names(d["sampler_options"])
+            d["sampler_options"] = recorded_options(d.get("sampler"), d["sampler_options"])
         if "prior" in d:
             d["prior"] = tuple(d["prior"])
         return cls(**d)

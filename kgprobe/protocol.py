@@ -255,11 +255,11 @@ def build_protocol(config, kg, model, spec: str = "", *, date: str | None = None
 
 def reconstruct_protocol(store) -> dict[str, Any]:
     """A protocol for a run file written before protocols were stored (best effort)."""
-    from kgprobe.sampling import current_option_names
+    from kgprobe.sampling import recorded_options
     from kgprobe.settings import option_specs, probe_class, sampler_class
 
     cfg = dict(store.config)
-    cfg["sampler_options"] = current_option_names(cfg.get("sampler_options") or {})
+    cfg["sampler_options"] = recorded_options(cfg.get("sampler"), cfg.get("sampler_options") or {})
     fields = _config_fields(cfg)
     # Those runs built their probe and sampler from the class defaults plus what was stored.
     for kind, key, getter in (("probe", "probe_options", probe_class), ("sampler", "sampler_options", sampler_class)):
@@ -297,11 +297,11 @@ def protocol_of_store(store) -> dict[str, Any]:
     raw = store.meta("protocol")
     if not raw:
         return reconstruct_protocol(store)
-    from kgprobe.sampling import current_option_names
+    from kgprobe.sampling import recorded_options
 
     proto = json.loads(raw)
-    if isinstance(proto.get("sampler_options"), dict):  # older run files name some options differently
-        proto["sampler_options"] = current_option_names(proto["sampler_options"])
+    if isinstance(proto.get("sampler_options"), dict):  # older run files name some options differently or lack them
+        proto["sampler_options"] = recorded_options(proto.get("sampler"), proto["sampler_options"])
     return proto
 
 

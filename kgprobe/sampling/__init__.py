@@ -63,6 +63,18 @@ def current_option_names(options: Mapping[str, Any], *, warn: str | None = None)
     return out
 
 
+#: Sampler options added after runs were first recorded, with the value a run that lacks
+#: them was played with (its behaviour then). Runs record every option resolved, so a
+#: missing one marks an older run; resuming it with today's default would change its picks.
+RECORDED_WITHOUT: dict[str, dict[str, Any]] = {"focus": {"value_share": 0.0}}
+
+
+def recorded_options(sampler: str | None, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The sampler options a stored run was played with: current names, plus the value of
+    every option the run predates (:data:`RECORDED_WITHOUT`)."""
+    return {**RECORDED_WITHOUT.get(str(sampler), {}), **current_option_names(options)}
+
+
 def make_sampler(name: str, **kwargs) -> Sampler:
     """A sampler by registry name, with its keyword settings (e.g. ``design_fraction``)."""
     try:
@@ -76,4 +88,5 @@ def make_sampler(name: str, **kwargs) -> Sampler:
         raise InputError(f"sampler {name!r} does not take these settings: {exc}") from None
 
 
-__all__ = ["RENAMED_OPTIONS", "SAMPLERS", "Sampler", "Selection", "current_option_names", "make_sampler"]
+__all__ = ["RECORDED_WITHOUT", "RENAMED_OPTIONS", "SAMPLERS", "Sampler", "Selection", "current_option_names",
+           "make_sampler", "recorded_options"]

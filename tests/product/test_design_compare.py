@@ -122,3 +122,35 @@ def test_the_old_sampler_option_name_still_works_with_a_warning():
         assert make_sampler("thompson", audit_fraction=0.25).design_fraction == 0.25
     with pytest.raises(InputError, match="give only 'design_fraction'"):
         make_sampler("thompson", audit_fraction=0.25, design_fraction=0.5)
+
+
+def test_a_focus_run_recorded_before_the_top_share_value_resumes_as_it_was_played(tmp_path, countries, sim_model):
+    """Runs record every sampler option; one without ``value_share`` predates the rule, and
+    resuming it with today's default (half the sampler's picks by value) would change its picks."""
+    import json
+
+    from kgprobe.store import RunStore
+
+    settings = dict(batch_size=32, seed=0, sampler="focus", design_fraction=0.5, progress=False, report=False)
+    played_then = kgprobe.probe(countries, sim_model, store=tmp_path / "then.kgrun", budget=96,
+                                sampler_options={"value_share": 0.0}, **settings)
+    today = kgprobe.probe(countries, sim_model, store=tmp_path / "today.kgrun", budget=96, **settings)
+    kgprobe.probe(countries, sim_model, store=tmp_path / "old.kgrun", budget=32, sampler_options={"value_share": 0.0},
+                  **settings).close()
+    # What a run file written before the rule holds: neither option.
+    store = RunStore.open(tmp_path / "old.kgrun", writable=True)
+    for key in ("config", "protocol"):
+        recorded = json.loads(store.meta(key))
+        assert recorded["sampler_options"]["value_share"] == 0.0
+        del recorded["sampler_options"]["value_share"], recorded["sampler_options"]["top_share"]
+        store.set_meta(key, json.dumps(recorded))
+    store.close()
+
+    old = kgprobe.resume(tmp_path / "old.kgrun", sim_model, budget=96, progress=False)
+    assert old.protocol["sampler_options"]["value_share"] == 0.0
+    # Today's default picks other edges from the same start, so the old run resumed with it would differ.
+    picks = {name: [(p.round, p.edge) for p in run.store.probes()] for name, run in
+             (("then", played_then), ("today", today), ("old", old))}
+    assert picks["old"] == picks["then"] != picks["today"]
+    for run in (played_then, today, old):
+        run.close()
