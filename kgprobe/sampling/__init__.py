@@ -64,15 +64,20 @@ def current_option_names(options: Mapping[str, Any], *, warn: str | None = None)
 
 
 #: Sampler options added after runs were first recorded, with the value a run that lacks
-#: them was played with (its behaviour then). Runs record every option resolved, so a
-#: missing one marks an older run; resuming it with today's default would change its picks.
+#: them was played with (its behaviour then). A run started by ``start_run`` records every
+#: option resolved, so a record that names the sampler's options but not one of these
+#: predates it; resuming it with today's default would change its picks.
 RECORDED_WITHOUT: dict[str, dict[str, Any]] = {"focus": {"value_share": 0.0}}
 
 
 def recorded_options(sampler: str | None, options: Mapping[str, Any]) -> dict[str, Any]:
     """The sampler options a stored run was played with: current names, plus the value of
-    every option the run predates (:data:`RECORDED_WITHOUT`)."""
-    return {**RECORDED_WITHOUT.get(str(sampler), {}), **current_option_names(options)}
+    every option the run predates (:data:`RECORDED_WITHOUT`). An empty record resolved
+    nothing (an engine configured by hand), so it stays empty: the class defaults it ran with."""
+    out = current_option_names(options)
+    if out:
+        out.update({k: v for k, v in RECORDED_WITHOUT.get(str(sampler), {}).items() if k not in out})
+    return out
 
 
 def make_sampler(name: str, **kwargs) -> Sampler:
