@@ -70,6 +70,8 @@ def register(subparsers) -> None:
 #: Replays of the coverage study with ``--truth``: a coverage near 0.95 then has a
 #: standard error of 0.7 points, small enough to judge it against 0.93.
 TRUTH_COVERAGE_RUNS = 1000
+#: Runs of the coverage study on the simulated graph (its truth is exact, not replayed).
+SIMULATED_COVERAGE_RUNS = 50
 
 #: The samplers every study reports on (labels of DEFAULT_SPECS); the bars concern
 #: ``thompson`` and the best of them.
@@ -174,7 +176,7 @@ def handle_truth(args) -> int:
     # truth at 256 queries with the run defaults (kgprobe.simulation.coverage).
     from kgprobe.simulation.coverage import efficiency_fields
 
-    out.update(efficiency_fields(sweep, kg=kg, runs=args.coverage_runs or TRUTH_COVERAGE_RUNS))
+    out.update(efficiency_fields(sweep, kg=kg, runs=args.coverage_runs))
     cov = out["coverage_study"]
     print(f"run defaults, {cov['budget']} queries, {cov['runs']} replays: KG interval coverage {out['coverage']:.3f} "
           f"(standard error {math.sqrt(out['coverage'] * (1 - out['coverage']) / cov['runs']):.3f}), half-width "
@@ -209,7 +211,9 @@ def _pattern_ratios(kg, pkg, seeds, args) -> dict:
 def handle(args) -> int:
     from kgprobe.errors import InputError
 
-    if args.coverage_runs is not None and args.coverage_runs < 1:
+    if args.coverage_runs is None:
+        args.coverage_runs = TRUTH_COVERAGE_RUNS if args.truth else SIMULATED_COVERAGE_RUNS
+    elif args.coverage_runs < 1:
         raise InputError(f"--coverage-runs must be >= 1, got {args.coverage_runs}")
     if args.truth:
         if args.seeds < 1 or args.epochs < 4.5:
@@ -219,7 +223,6 @@ def handle(args) -> int:
     from kgprobe.api import resolve_kg
     from kgprobe.simulation.theta import theta_for_kg
 
-    args.coverage_runs = args.coverage_runs or 50
     if args.seeds < 1:
         raise InputError("--seeds must be >= 1")
     if args.epochs < 4.5:

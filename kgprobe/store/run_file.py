@@ -355,26 +355,29 @@ class RunStore:
         if not self._conn.in_transaction:
             self.check_still_there()
 
-    @reads
-    def logged_responses(self, round_: int, phase: str) -> tuple[str, list] | None:
-        """``(request_sha, responses)`` logged for a round and phase, or None."""
+    def _logged(self, round_: int, phase: str) -> tuple[str, dict] | None:
+        """``(request_sha, decoded payload)`` of a round and phase's response log, or None."""
         row = self._conn.execute(
             "SELECT request_sha, data FROM responses WHERE round = ? AND phase = ?", (round_, phase)
         ).fetchone()
-        if row is None:
+        return None if row is None else (row[0], json.loads(zlib.decompress(row[1])))
+
+    @reads
+    def logged_responses(self, round_: int, phase: str) -> tuple[str, list] | None:
+        """``(request_sha, responses)`` logged for a round and phase, or None."""
+        logged = self._logged(round_, phase)
+        if logged is None:
             return None
-        payload = json.loads(zlib.decompress(row[1]))
-        return row[0], [response_from_json(r) for r in payload["responses"]]
+        sha, payload = logged
+        return sha, [response_from_json(r) for r in payload["responses"]]
 
     @reads
     def logged_requests(self, round_: int, phase: str) -> tuple[list[dict], list] | None:
         """The raw JSON requests and decoded responses of a round, for checks and reports."""
-        row = self._conn.execute(
-            "SELECT data FROM responses WHERE round = ? AND phase = ?", (round_, phase)
-        ).fetchone()
-        if row is None:
+        logged = self._logged(round_, phase)
+        if logged is None:
             return None
-        payload = json.loads(zlib.decompress(row[0]))
+        payload = logged[1]
         return payload["requests"], [response_from_json(r) for r in payload["responses"]]
 
     def log_partial(self, round_: int, phase: str, request_sha: str, answered: dict[int, ScoreResult | str]) -> None:
