@@ -166,9 +166,13 @@ def dominated(by_predicate: Mapping[str, Mapping[str, Any]]) -> list[str]:
     for row in by_predicate.values():
         share = row.get("top_object_share") or 0.0
         if share >= DOMINANT_SHARE and (row.get("active_edges") or 0) >= DOMINANT_MIN_EDGES:
+            # The context baselines count what a rendering gives away; a model that learned the
+            # predicate's usual answer is not caught by them, so the share is named beside them.
             out.append(f"predicate {row.get('label')!r}: {share:.0%} of its edges have the object "
-                       f"{row.get('top_object')!r}; a model that always answers it would score about that much "
-                       f"(majority baseline {_pct(row.get('majority'))}, chance {_pct(row.get('chance'))})")
+                       f"{row.get('top_object')!r}; a model that only learned to answer it would score about "
+                       f"{share:.0%} (the protocol's baselines: chance {_pct(row.get('chance'))}, context "
+                       f"majority {_pct(row.get('majority'))}; `kgprobe report RUN --null-model` measures a "
+                       "no-knowledge model)")
     return out
 
 
