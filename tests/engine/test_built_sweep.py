@@ -35,7 +35,13 @@ def test_second_built_sweep_matches_its_kg_exactly():
     per_predicate = Counter(kg.triple(int(j)).predicate for j in edges)
     assert per_predicate.most_common(3) == [("P17", 365), ("P47", 52), ("P37", 18)]
     assert sorted(per_predicate.values())[:3] == [4, 5, 6]
+    # Gemma-3-270m's answers on the same KG and edges.
+    gemma = load_sweep(BUILT / "geo-four-gemma3-270m.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sorted(gemma.edges_in(kg).tolist()) == sorted(edges.tolist())
+    assert (gemma.passes, int(gemma.correct.sum())) == (4, 1529)  # of 487 x 4 = 1948 answers
 
 
 def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
-    assert not {"geo-skew-default", "geo-four-default"} & set(packaged_sweeps())
+    assert not {"geo-skew-default", "geo-four-default", "geo-four-gemma3-270m"} & set(packaged_sweeps())
