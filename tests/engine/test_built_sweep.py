@@ -41,7 +41,15 @@ def test_second_built_sweep_matches_its_kg_exactly():
         warnings.simplefilter("error")
         assert sorted(gemma.edges_in(kg).tolist()) == sorted(edges.tolist())
     assert (gemma.passes, int(gemma.correct.sum())) == (4, 1529)  # of 487 x 4 = 1948 answers
+    qwen = load_sweep(BUILT / "geo-four-qwen2.5-coder-0.5b-instruct.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert sorted(qwen.edges_in(kg).tolist()) == sorted(edges.tolist())
+    assert (qwen.passes, int(qwen.correct.sum())) == (4, 619)  # of 1948
 
 
 def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
-    assert not {"geo-skew-default", "geo-four-default", "geo-four-gemma3-270m"} & set(packaged_sweeps())
+    built = {p.stem for p in BUILT.glob("*.npz")}
+    assert built == {"geo-skew-default", "geo-four-default", "geo-four-gemma3-270m",
+                     "geo-four-qwen2.5-coder-0.5b-instruct"}
+    assert not built & set(packaged_sweeps())
