@@ -21,7 +21,10 @@ import pytest
 import kgprobe
 from kgprobe.store import RunStore
 
-SETTINGS = dict(method="zp-lke", batch_size=32, budget=32 * 12, seed=21, convergence=False,
+# 40 rounds: long enough (about a second) that a random kill lands inside the run, not
+# in the scheduler's noise around its end.
+ROUNDS = 40
+SETTINGS = dict(method="zp-lke", batch_size=32, budget=32 * ROUNDS, seed=21, convergence=False,
                 probe_options={"num_examples": 5, "num_distractors": 4})
 
 CHILD = f"""
@@ -49,27 +52,36 @@ def snapshot(run):
 
 @pytest.mark.slow
 def test_sigkill_at_random_moments_then_resume_equals_unbroken(tmp_path, countries, sim_model):
-    t0 = time.perf_counter()
     # The same work as the child's run.finish(): no progress output, no report at the end.
     reference = kgprobe.probe(countries, sim_model, store=tmp_path / "ref.kgrun", report=False, progress=False,
                               **SETTINGS)
-    duration = time.perf_counter() - t0
     ref_state, ref_probes, ref_history = snapshot(reference)
-    assert len(ref_history) == 12
+    assert len(ref_history) == ROUNDS
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # The kill window is the child's own time from "ready" to "done", measured on an
+    # unkilled child: the in-process reference also pays for setup the child does before
+    # "ready", and a window sized by it sent kills past the end of the child's run.
+    timing = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path / "timing.kgrun")], stdout=subprocess.PIPE,
+                              text=True, env=env)
+    assert timing.stdout.readline().strip() == "ready"
+    t0 = time.perf_counter()
+    assert timing.stdout.readline().strip() == "done"
+    duration = time.perf_counter() - t0
+    timing.wait()
 
     rng = np.random.default_rng(2026)
     interrupted, half_rounds = 0, 0
-    env = dict(os.environ, OMP_NUM_THREADS="1")
     for attempt in range(10):
         path = tmp_path / f"killed-{attempt}.kgrun"
         child = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE, text=True, env=env)
         assert child.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0, duration * 1.1))
+        time.sleep(rng.uniform(0, duration))
         child.send_signal(signal.SIGKILL)
         child.wait()
         with RunStore.open(path) as ro:
             committed = ro.last_round()
-            interrupted += committed < 12
+            interrupted += committed < ROUNDS
             half_rounds += ro.logged_responses(committed + 1, "score") is not None
         resumed = kgprobe.resume(path, sim_model)
         state, probes, history = snapshot(resumed)
@@ -81,4 +93,5 @@ def test_sigkill_at_random_moments_then_resume_equals_unbroken(tmp_path, countri
         assert probes == ref_probes, attempt
     # The kills must have landed inside runs, not after them, for the test to mean anything.
     assert interrupted >= 7, f"only {interrupted} of 10 kills interrupted a run"
-    print(f"{interrupted}/10 kills interrupted the run; {half_rounds} left a round answered but not committed")
+    print(f"{interrupted}/10 kills interrupted the run; {half_rounds} left a round answered but not committed; "
+          f"the child's run took {duration:.2f} s after ready")
