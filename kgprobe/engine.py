@@ -459,8 +459,8 @@ class Engine:
         # Predictions of every outcome from the state before the round: what the
         # model-assisted estimators correct (kgprobe.estimators).
         right, predictions = self._predictions()
-        from kgprobe.sampling.design_draws import design_inclusion, round_design_weights
-        from kgprobe.sampling.design import FLOOR
+        from kgprobe.sampling.design_draws import round_design_weights
+        from kgprobe.sampling.design import design_columns
 
         # The design share of the batch, always drawn with known probabilities: the run's
         # stratified or adaptive design (kgprobe.sampling.design; its own generators, so the
@@ -477,14 +477,7 @@ class Engine:
             selection = self.sampler.select(self.pkg, n, round_rng(cfg.seed, r, 0))
             edges = np.asarray(selection.edges, dtype=np.int64)
             in_design = np.asarray(selection.design, dtype=bool)
-            inclusion = np.full(edges.size, np.nan)
-            parts = np.zeros(edges.size, dtype=np.int64)
-            if plan is not None:
-                inclusion[in_design] = self.pkg.design.inclusion(edges[in_design])
-                parts[in_design] = self.pkg.design.parts(edges[in_design])
-            else:
-                inclusion[in_design] = design_inclusion(self.pkg, int(in_design.sum()), edges[in_design])
-                parts[in_design] = FLOOR
+            inclusion, parts = design_columns(self.pkg, edges, in_design)
         finally:
             self.pkg.design_weights = None
             self.pkg.design = None

@@ -34,7 +34,7 @@ import math
 import numpy as np
 
 from kgprobe.errors import InputError
-from kgprobe.sampling.design_draws import draw_systematic, inclusion_probabilities
+from kgprobe.sampling.design_draws import design_inclusion, draw_systematic, inclusion_probabilities
 
 DESIGNS = ("uniform", "stratified", "adaptive")
 #: Expected design draws every stratum (predicate, subject group) gets over a run, budget
@@ -141,6 +141,28 @@ def draw_by_strata(pi: np.ndarray, strata: np.ndarray, rng: np.random.Generator)
     rank = rng.permutation(int(strata.max()) + 1 if strata.size else 1)
     order = cand[np.lexsort((rng.random(cand.size), rank[strata[cand]]))]
     return draw_systematic(pi, rng, order=order)
+
+
+def design_columns(pkg, edges: np.ndarray, in_design: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each selected edge's inclusion probability and design part, from the round's design on ``pkg``.
+
+    The run's :class:`RoundDesign` when one is set (``pkg.design``), else the uniform design
+    (weighted by ``pkg.design_weights`` when set), whose draws are one part, the floor. The
+    sampler's own choices (``in_design`` False) get NaN and part :data:`SAMPLER`.
+    """
+    edges = np.asarray(edges, dtype=np.int64)
+    in_design = np.asarray(in_design, dtype=bool)
+    drawn = edges[in_design]
+    inclusion = np.full(edges.size, np.nan)
+    parts = np.full(edges.size, SAMPLER, dtype=np.int64)
+    round_design = getattr(pkg, "design", None)
+    if round_design is not None:
+        inclusion[in_design] = round_design.inclusion(drawn)
+        parts[in_design] = round_design.parts(drawn)
+    else:
+        inclusion[in_design] = design_inclusion(pkg, drawn.size, drawn)
+        parts[in_design] = FLOOR
+    return inclusion, parts
 
 
 class RoundDesign:

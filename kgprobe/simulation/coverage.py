@@ -39,7 +39,7 @@ from kgprobe.estimators import (
     weighed_predictions,
 )
 from kgprobe.metrics import wilson_interval
-from kgprobe.sampling.design_draws import design_inclusion, prior_design_weights, round_design_weights
+from kgprobe.sampling.design_draws import prior_design_weights, round_design_weights
 
 
 def _sweep_kg(sweep):
@@ -115,7 +115,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     from kgprobe.kg.parameterized import ParameterizedKG
     from kgprobe.sampling import make_sampler
     from kgprobe.sampling.design_draws import UNTILTED_SAMPLERS
-    from kgprobe.sampling.design import FLOOR, DesignPlan
+    from kgprobe.sampling.design import DesignPlan, design_columns
 
     pkg = ParameterizedKG(setup["heads"], setup["tails"], setup["active"], predicates=setup["predicates"],
                           propagation_weight=propagation_weight)
@@ -145,15 +145,9 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
             pkg.design_weights = round_design_weights(pkg, right, sampler=sampler, tilt=tilt, base=base)
         sel = smp.select(pkg, n, rng)
         in_design = np.asarray(sel.design, bool)
-        inclusion = np.full(sel.edges.size, np.nan)
-        part = np.zeros(sel.edges.size, dtype=np.int64)
+        inclusion, part = design_columns(pkg, sel.edges, in_design)
         if plan is not None:
-            inclusion[in_design] = pkg.design.inclusion(sel.edges[in_design])
-            part[in_design] = pkg.design.parts(sel.edges[in_design])
             plan.record(sel.edges, part)
-        else:
-            inclusion[in_design] = design_inclusion(pkg, int(in_design.sum()), sel.edges[in_design])
-            part[in_design] = FLOOR
         pkg.design_weights = None
         pkg.design = None
         ok = np.asarray(oracle.answer(sel.edges), dtype=bool)
