@@ -338,7 +338,8 @@ class Engine:
         if item_prior is not None:
             from kgprobe.sampling.design_draws import prior_design_weights
 
-            engine.design_base = prior_design_weights(pkg, item_prior.initial_mean(), config.prior_design)
+            engine.design_base = prior_design_weights(pkg, item_prior.initial_mean(),
+                                                      item_prior.design_share(config.prior_design))
         from kgprobe.sampling.design_draws import UNTILTED_SAMPLERS
         from kgprobe.sampling.design import DesignPlan
 

@@ -116,6 +116,8 @@ class ItemPrior:
     sources: list[str]
     strength: float = STRENGTH
     shared_edges: int = 0
+    #: How much the sources agree on which edges are hard (:func:`source_agreement`); 1 with one source.
+    agreement: float = 1.0
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -128,6 +130,18 @@ class ItemPrior:
         a = np.asarray(list(self.abilities.values()), dtype=np.float64)
         sd = float(a.std()) if a.size > 1 else 0.0
         return float(a.mean()), max(ABILITY_SD, sd)
+
+    def design_share(self, share: float) -> float:
+        """The share of the design that follows this prior: the asked-for ``share`` × :attr:`agreement`.
+
+        Why: the prior design draws edges the prior leaves uncertain more often, which pays
+        only when the new model fails where the sources fail. Sources that disagree with
+        each other say that transfer is weak (replays of the recorded sweeps: with one
+        source that disagrees with the rest, a design at share ½ held the KG accuracy within
+        3 points less often than a uniform one; docs/priors.md), so their prior shapes the
+        design less. The predictions still use it, weighed by :meth:`stacked`.
+        """
+        return float(share) * self.agreement
 
     def filled_difficulty(self) -> np.ndarray:
         if "b" not in self._cache:
@@ -213,15 +227,17 @@ class ItemPrior:
     def to_json(self) -> str:
         diff = [None if not math.isfinite(x) else round(float(x), 6) for x in self.difficulty.tolist()]
         return json.dumps({"kg": self.kg_name, "difficulty": diff, "abilities": self.abilities,
-                           "sources": self.sources, "strength": self.strength, "shared_edges": self.shared_edges},
-                          separators=(",", ":"))
+                           "sources": self.sources, "strength": self.strength, "shared_edges": self.shared_edges,
+                           "agreement": self.agreement}, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "ItemPrior":
         d = json.loads(text)
         diff = np.asarray([np.nan if x is None else x for x in d["difficulty"]], dtype=np.float64)
         return cls(d["kg"], diff, {k: float(v) for k, v in d["abilities"].items()}, list(d["sources"]),
-                   float(d["strength"]), int(d["shared_edges"]))
+                   float(d["strength"]), int(d["shared_edges"]),
+                   # Priors stored before the agreement was measured shaped the design in full.
+                   float(d.get("agreement", 1.0)))
 
 
 def fit_prior(kg, sources: list[AnswerCounts], *, difficulty_sd: float = DIFFICULTY_SD) -> ItemPrior:
@@ -268,4 +284,35 @@ def fit_prior(kg, sources: list[AnswerCounts], *, difficulty_sd: float = DIFFICU
             name += "'"
         names.append(name)
     return ItemPrior(kg.name, difficulty, dict(zip(names, a.tolist())), [s.source for s in sources],
-                     shared_edges=int(active[edges].sum()))
+                     shared_edges=int(active[edges].sum()), agreement=source_agreement(right, total))
+
+
+#: Fewest edges two sources must both have answered for their agreement to count.
+MIN_SHARED_FOR_AGREEMENT = 3
+
+
+def source_agreement(right: np.ndarray, total: np.ndarray) -> float:
+    """Mean over pairs of sources of the correlation of their per-edge shares of right answers.
+
+    ``right``, ``total``: (sources × edges) counts. Each pair is scored on the edges both
+    answered (at least :data:`MIN_SHARED_FOR_AGREEMENT`); a negative correlation, or a
+    source whose share is the same on every shared edge (no ordering of difficulty to
+    agree with), counts 0. Rounded to 4 decimals so a stored prior reads back the same.
+    1.0 with one source or no pair to score: nothing to check the prior against, and the
+    design follows it in full.
+    """
+    right = np.asarray(right, dtype=np.float64)
+    total = np.asarray(total, dtype=np.float64)
+    scores = []
+    for i in range(right.shape[0]):
+        for j in range(i + 1, right.shape[0]):
+            both = (total[i] > 0) & (total[j] > 0)
+            if int(both.sum()) < MIN_SHARED_FOR_AGREEMENT:
+                continue
+            x = right[i, both] / total[i, both]
+            y = right[j, both] / total[j, both]
+            if x.std() == 0 or y.std() == 0:
+                scores.append(0.0)
+                continue
+            scores.append(max(0.0, float(np.corrcoef(x, y)[0, 1])))
+    return round(float(np.mean(scores)), 4) if scores else 1.0

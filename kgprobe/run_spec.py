@@ -195,12 +195,14 @@ SETTINGS: tuple[Setting, ...] = (
     # and seed still share design edges.
     Setting("prior_design", 0.5, "float",
             "with --prior: share (0-1) of the design probabilities that follows the prior's predicted spread, "
-            "drawing edges it leaves uncertain more often (default 0.5; 0: uniform)", low=0, high=1,
+            "drawing edges it leaves uncertain more often; scaled by how much the prior's sources agree on "
+            "which edges are hard (default 0.5; 0: uniform)", low=0, high=1,
             metavar="SHARE", engine=True,
             api_doc="With ``prior``: share (0–1) of the design probabilities that follows the prior's predicted "
                     "outcome spread, so edges the prior leaves uncertain are drawn more often "
-                    "(:func:`kgprobe.sampling.design_draws.prior_design_weights`; default 0.5, 0 = uniform). Fixed by "
-                    "the prior alone: runs with the same prior and seed compare paired."),
+                    "(:func:`kgprobe.sampling.design_draws.prior_design_weights`; default 0.5, 0 = uniform), "
+                    "times the sources' agreement (:meth:`kgprobe.prior.ItemPrior.design_share`: 1 with one "
+                    "source). Fixed by the prior alone: runs with the same prior and seed compare paired."),
     # 0 keeps the design uniform, so runs with the same seed share design edges (paired).
     Setting("design_tilt", 0.0, "float",
             "share (0-1) of the design probabilities leaning towards edges predicted wrong (default 0: uniform, "

@@ -10,7 +10,9 @@ held-out sweep's truth (1 − mean θ over its edges), pooled over held-out mode
 
 * ``abs_error_256`` — mean absolute error of the reported KG accuracy (the design-based,
   model-assisted estimate of :mod:`kgprobe.estimators`, predictions and the prior-weighted
-  design from the prior, at the run's default ``prior_design`` share);
+  design from the prior, at the run's default ``prior_design`` share times the sources'
+  agreement, :meth:`kgprobe.prior.ItemPrior.design_share`; per model ``source_agreement``
+  and ``prior_design_share``);
 * ``within_3pt`` — share of runs within 3 points of the truth;
 * ``coverage`` — share of runs whose 95 % interval holds the truth;
 
@@ -176,6 +178,9 @@ def handle(args) -> int:
             "uniform_design": ud,
             "no_prior": nd,
             "prior_weight": with_prior["prior_weight"],
+            # How far the design followed this prior: the share asked for × the sources' agreement.
+            "source_agreement": prior.agreement,
+            "prior_design_share": prior.design_share(design),
             "model_mean_with_prior": with_prior["model-mean"],
             "bernoulli_variance": with_prior["bernoulli_variance"],
             "floor_within_3pt": design_floors(sw.theta(), m, design),

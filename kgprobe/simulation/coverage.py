@@ -122,7 +122,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     base = None
     if item_prior is not None:
         item_prior.start(pkg)
-        base = prior_design_weights(pkg, item_prior.initial_mean(), prior_design)
+        base = prior_design_weights(pkg, item_prior.initial_mean(), item_prior.design_share(prior_design))
     smp = make_sampler(sampler, **sampler_options)
     plan = None
     if design != "uniform" and sampler not in UNTILTED_SAMPLERS:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from scipy.special import expit
@@ -108,3 +110,33 @@ def test_stacking_weight_is_the_grid_maximum_of_the_held_out_likelihood():
     assert expit(a + 1) == pytest.approx(0.62369, abs=1e-5)
     _, w = prior4.stacked(answers, np.full(4, 0.2), np.full(4, 0.2))
     assert w == pytest.approx(0.70)
+
+
+def test_source_agreement_is_the_mean_pairwise_correlation_of_right_shares():
+    from kgprobe.prior import source_agreement
+
+    total = np.full((3, 4), 3.0)
+    # Shares x = (1/3, 2/3, 0, 1) and y = (0, 2/3, 1/3, 1): deviations from ½ are
+    # (−1/6, 1/6, −1/2, 1/2) and (−1/2, 1/6, −1/6, 1/2), Σ products 4/9, Σ squares 5/9 each: r = 0.8.
+    right = np.array([[1, 2, 0, 3], [0, 2, 1, 3], [2, 1, 3, 0]], dtype=float)
+    assert source_agreement(right[:2], total[:2]) == pytest.approx(0.8)
+    # The third source is 1 − x: r = −1 with x and −0.8 with y, each counted 0: (0.8 + 0 + 0)/3.
+    assert source_agreement(right, total) == 0.2667
+    # One source: nothing to check the prior against.
+    assert source_agreement(right[:1], total[:1]) == 1.0
+    # A source right on every shared edge orders no difficulty: 0.
+    assert source_agreement(np.array([[3, 3, 3, 3], [0, 2, 1, 3]], float), total[:2]) == 0.0
+    # Only edges both answered count; fewer than 3 leaves no pair to score.
+    sparse = np.array([[3, 3, 0, 0], [3, 3, 3, 3]], float)
+    assert source_agreement(right[:2], sparse) == 1.0
+
+
+def test_the_design_follows_the_prior_by_the_sources_agreement_and_it_round_trips():
+    prior = ItemPrior("kg", np.array([-1.0, 0.5]), {"a": 0.0, "b": 1.0}, ["x", "y"], agreement=0.25)
+    assert prior.design_share(0.5) == 0.125
+    back = ItemPrior.from_json(prior.to_json())
+    assert back.agreement == 0.25 and back.design_share(0.5) == 0.125
+    # A prior stored before the agreement was measured shaped the design in full.
+    old = json.loads(prior.to_json())
+    del old["agreement"]
+    assert ItemPrior.from_json(json.dumps(old)).design_share(0.5) == 0.5

@@ -66,6 +66,10 @@ def test_leave_one_model_out_on_hand_made_sweeps(tmp_path, capsys):
     assert (per[paths[1]]["prior_weight"], per[paths[1]]["split_half"]["prior_weight"]) == (0.0, 1.0)
     # a's first two passes were right everywhere: they tell no edge from another, weight 0.
     assert per[paths[0]]["split_half"]["prior_weight"] == 0.0
+    # Each held-out model's two sources disagree on which edges are hard, so none of the
+    # designs follows its prior: on the 20 edges they share, b (for a) and a (for b) answer
+    # every edge alike, which orders no difficulty; for c, a and b are exact opposites (r = −1).
+    assert [(per[p]["source_agreement"], per[p]["prior_design_share"]) for p in paths] == [(0.0, 0.0)] * 3
     for key in ("uniform_design", "no_prior", "split_half"):
         assert set(out[key]) >= {"abs_error", "within_3pt", "coverage", "ci_halfwidth"}
 

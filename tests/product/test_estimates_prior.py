@@ -238,3 +238,42 @@ def test_the_prior_design_draws_with_known_probabilities_and_runs_with_one_prior
         for r in runs:
             r.close()
     assert kg_row["scope"] == "KG" and kg_row["paired"]
+
+
+def test_a_prior_from_disagreeing_sources_shapes_the_design_less(tmp_path, countries, theta):
+    from kgprobe.prior import ItemPrior
+    from kgprobe.simulation.model import SimulatedModel
+
+    # Two source models on nearly the same 192 edges (same seed, uniform design): one with
+    # the fixture's error rates, one with half of them shuffled over the edges, so they agree in part.
+    mixed = 0.5 * theta + 0.5 * np.random.default_rng(7).permutation(theta)
+    sources = []
+    for i, th in enumerate((theta, mixed)):
+        sources.append(tmp_path / f"source{i}.kgrun")
+        kgprobe.probe(countries, SimulatedModel(countries, th, seed=5 + i), budget=192, batch_size=64, seed=1,
+                      store=sources[-1], sampler="uniform", design="uniform").close()
+    shares = []
+    for path in sources:
+        with RunStore.open(path) as store:
+            src = store.probe_arrays()
+        total = np.bincount(src["edge"], minlength=countries.num_edges)
+        right = np.bincount(src["edge"], weights=src["correct"], minlength=countries.num_edges)
+        shares.append((right, total))
+    both = (shares[0][1] > 0) & (shares[1][1] > 0)
+    assert both.sum() > 150
+    r = np.corrcoef(*[(right / np.maximum(total, 1))[both] for right, total in shares])[0, 1]
+    run = kgprobe.probe(countries, SimulatedModel(countries, theta, seed=11), budget=64, batch_size=32, seed=0,
+                        store=tmp_path / "m.kgrun", prior=[str(p) for p in sources], design="uniform")
+    run.close()
+    with RunStore.open(tmp_path / "m.kgrun") as store:
+        prior = ItemPrior.from_json(store.meta("item_prior"))
+        probes = store.probe_arrays()
+        assert store.config["prior_design"] == 0.5
+    assert prior.agreement == round(max(r, 0.0), 4) and 0.1 < prior.agreement < 0.9
+    # The design follows the prior at ½ × the agreement: w_j = (1 − λ)/N + λ·σ_j/Σσ.
+    lam = 0.5 * prior.agreement
+    act = np.asarray(countries.active, bool)
+    p = expit(prior.ability_prior[0] - prior.filled_difficulty())
+    spread = np.where(act, np.sqrt(p * (1 - p)), 0.0)
+    w = np.where(act, (1 - lam) / act.sum(), 0.0) + lam * spread / spread.sum()
+    assert probes["inclusion"] == pytest.approx(32 * w[probes["edge"]], rel=1e-9)
