@@ -374,6 +374,10 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
     if data.get("prior"):
         pr = data["prior"]
         status.append(["prior (item response)", f"{', '.join(pr['sources'])} ({pr['shared_edges']} shared edges)"])
+        asked = float(cfg.get("prior_design") or 0.0)
+        status.append(["design share following the prior",
+                       f"{asked * pr['agreement']:.2f} (--prior-design {asked:g} × the sources' agreement "
+                       f"{pr['agreement']:.2f}, docs/priors.md)"])
     kg_base = data.get("kg_baseline") or {}
     overall = [
         ["KG-level accuracy, unbiased (all active edges)", est_txt],

@@ -264,12 +264,18 @@ def test_a_prior_from_disagreeing_sources_shapes_the_design_less(tmp_path, count
     r = np.corrcoef(*[(right / np.maximum(total, 1))[both] for right, total in shares])[0, 1]
     run = kgprobe.probe(countries, SimulatedModel(countries, theta, seed=11), budget=64, batch_size=32, seed=0,
                         store=tmp_path / "m.kgrun", prior=[str(p) for p in sources], design="uniform")
+    from kgprobe.report import render_markdown, report_data
+
+    data = report_data(run)
     run.close()
+    agreement = data["prior"]["agreement"]
+    assert (f"| design share following the prior | {0.5 * agreement:.2f} (--prior-design 0.5 × the sources' "
+            f"agreement {agreement:.2f}, docs/priors.md) |") in render_markdown(data, {})
     with RunStore.open(tmp_path / "m.kgrun") as store:
         prior = ItemPrior.from_json(store.meta("item_prior"))
         probes = store.probe_arrays()
         assert store.config["prior_design"] == 0.5
-    assert prior.agreement == round(max(r, 0.0), 4) and 0.1 < prior.agreement < 0.9
+    assert prior.agreement == agreement == round(max(r, 0.0), 4) and 0.1 < prior.agreement < 0.9
     # The design follows the prior at ½ × the agreement: w_j = (1 − λ)/N + λ·σ_j/Σσ.
     lam = 0.5 * prior.agreement
     act = np.asarray(countries.active, bool)
