@@ -48,8 +48,21 @@ def test_second_built_sweep_matches_its_kg_exactly():
     assert (qwen.passes, int(qwen.correct.sum())) == (4, 619)  # of 1948
 
 
+def test_third_built_sweep_matches_its_kg_exactly():
+    kg = load_kg(BUILT / "geo-six.jsonl.gz")
+    sweep = load_sweep(BUILT / "geo-six-default.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        edges = sweep.edges_in(kg)
+    assert (len(edges), sweep.passes) == (1140, 5)
+    assert int(sweep.correct.sum()) == 3524  # of 1140 x 5 = 5700 answers
+    per_predicate = Counter(kg.triple(int(j)).predicate for j in edges)
+    assert per_predicate.most_common(3) == [("P17", 960), ("P47", 91), ("P37", 23)]
+    assert sorted(per_predicate.values())[:4] == [1, 7, 7, 7]
+
+
 def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
     built = {p.stem for p in BUILT.glob("*.npz")}
     assert built == {"geo-skew-default", "geo-four-default", "geo-four-gemma3-270m",
-                     "geo-four-qwen2.5-coder-0.5b-instruct"}
+                     "geo-four-qwen2.5-coder-0.5b-instruct", "geo-six-default"}
     assert not built & set(packaged_sweeps())
