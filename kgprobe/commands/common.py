@@ -137,6 +137,11 @@ def quiet_model_loading() -> None:
 
 
 def check_out_dir(out: Path) -> None:
+    if out.suffix == ".kgrun" and not out.is_dir():
+        # Checked before mkdir: a directory named like a run file would then block the run.
+        raise InputError(f"--out {out} names a run file, but --out is the directory the run file is written to "
+                         f"(its name is chosen for you); use --out {out.parent}, or `kgprobe resume {out}` "
+                         "to continue an existing run")
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file, not a directory")
     try:

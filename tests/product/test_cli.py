@@ -31,6 +31,14 @@ def test_unknown_method(tmp_path):
     assert "Traceback" not in p.stderr and list(tmp_path.iterdir()) == []
 
 
+def test_out_naming_a_run_file_is_refused_before_anything_is_created(tmp_path):
+    p = kgprobe("run", "--budget", "64", "--out", str(tmp_path / "gemma.kgrun"))
+    assert p.returncode == 2
+    assert (f"--out {tmp_path / 'gemma.kgrun'} names a run file, but --out is the directory the run file is "
+            f"written to (its name is chosen for you); use --out {tmp_path}") in p.stderr
+    assert "Traceback" not in p.stderr and list(tmp_path.iterdir()) == []
+
+
 def test_budget_below_one_batch(tmp_path):
     p = kgprobe("run", "--budget", "10", "--out", str(tmp_path))
     assert p.returncode == 2
