@@ -470,7 +470,8 @@ class Engine:
         # force stay as named.
         plan = self.design_plan
         if plan is not None:
-            self.pkg.design = plan.round(right, round_rng(cfg.seed, r, 2), round_rng(cfg.seed, r, 3))
+            rounds_left = None if remaining is None else -(-remaining // max(cfg.batch_size, 1))
+            self.pkg.design = plan.round(right, round_rng(cfg.seed, r, 2), round_rng(cfg.seed, r, 3), rounds_left)
         else:
             self.pkg.design_weights = round_design_weights(self.pkg, right, sampler=cfg.sampler,
                                                            tilt=cfg.design_tilt, base=self.design_base)

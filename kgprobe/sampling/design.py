@@ -9,19 +9,21 @@ the round's answers (it may depend on every earlier answer). That is all the est
   uniform`` keeps.
 * ``stratified`` — the uniform design with a minimum allocation per stratum: every
   predicate and every subject group gets about :data:`MIN_STRATUM_DRAWS` expected
-  design draws early in the run (what it lacks, over :data:`MINIMUM_ROUNDS` rounds),
-  the rest of the draws proportional to size. Drawn by systematic sampling over the
-  edges ordered by predicate (strata and edges in random order), so a predicate gets
+  design draws over the run (the first :data:`FIRST_DRAWS` within
+  :data:`MINIMUM_ROUNDS` rounds, the rest spread evenly over the rounds the budget
+  leaves), the rest of the draws proportional to size. Drawn by systematic sampling over
+  the edges ordered by predicate (strata and edges in random order), so a predicate gets
   the floor or the ceiling of its expected draws — a two-edge predicate is reached
   every run, not one run in ten.
 * ``adaptive`` — two parts per round. The *floor*: a share of the draws by the
-  stratified design, which depends on nothing but the seed, the KG and the counts of
-  earlier floor draws, so two models' runs with the same seed draw the same floor edges
-  (common random numbers: their difference is paired there). The *lean*: the rest,
-  drawn among the edges not in the floor with ``π_j ∝ (1 − λ)/N + λ·s_j/Σs``,
-  ``s_j`` leaning towards edges whose answer is worth most: predicted wrong or uncertain
-  (:func:`lean_scores`). The estimator combines both parts with weights fixed by the
-  design (:mod:`kgprobe.estimators`).
+  stratified design, which depends on nothing but the seed, the KG, the budget and
+  batch, and the counts of earlier floor draws, so two models' runs with the same seed
+  draw the same floor edges (common random numbers: their difference is paired there).
+  The *lean*: the rest, drawn among the edges not in the floor with
+  ``π_j ∝ (1 − λ)/N + λ·s_j/Σs``, ``s_j`` leaning towards edges whose answer is worth
+  most: predicted wrong or uncertain (:func:`lean_scores`). Each part carries its share
+  of the stratum minimums, counted on its own draws. The estimator combines both parts
+  with weights fixed by the design (:mod:`kgprobe.estimators`).
 
 The part of every design probe is stored in the run file's design column: 1 floor (or
 the single part of the uniform and stratified designs), 2 lean, 0 not a design probe.
@@ -42,10 +44,15 @@ DESIGNS = ("uniform", "stratified", "adaptive")
 MIN_STRATUM_DRAWS = 4
 #: The most of a round's draws that stratum minimums may take.
 MINIMUM_SHARE = 0.5
-#: A stratum short of its minimum is given what it lacks over this many rounds (the
-#: first rounds, mostly). Not tied to the budget: a run extended with a larger budget
-#: draws what a run started with that budget draws.
+#: The first draws of a stratum short of :data:`FIRST_DRAWS` (what an interval needs) come
+#: over this many rounds; a run without a budget gets the rest of its minimum the same way.
 MINIMUM_ROUNDS = 2
+#: Design draws a stratum gets quickly, over :data:`MINIMUM_ROUNDS` rounds: the least a
+#: predicate's interval needs (``kgprobe.estimators.MIN_DESIGN_PROBES``), so a run stopped
+#: early still has one. The rest of the minimum is spread evenly over the run's rounds:
+#: a round whose floor is half minimums has a noisier floor estimate, and the KG
+#: interval pays for that unevenly spread more than for the same draws spread evenly.
+FIRST_DRAWS = 2
 #: Share of an adaptive round's design draws in the floor (shared across models).
 FLOOR_SHARE = 0.35
 #: Within the lean part, the share λ that follows the scores (the rest is uniform, which
@@ -78,14 +85,18 @@ def lean_scores(predicted_right: np.ndarray, error_lean: float = ERROR_LEAN) -> 
 
 
 def stratum_minimums(counts: np.ndarray, sizes: np.ndarray, rounds_left: int, k: float,
-                     target: float = MIN_STRATUM_DRAWS) -> np.ndarray:
+                     target: float = MIN_STRATUM_DRAWS, first: float = FIRST_DRAWS) -> np.ndarray:
     """Expected draws each stratum needs this round to reach ``target`` over the run.
 
     ``counts``: design draws so far per stratum; ``sizes``: active edges per stratum (a
-    round draws an edge at most once). Scaled down so minimums take at most
-    :data:`MINIMUM_SHARE` of the round's ``k`` draws.
+    round draws an edge at most once); ``rounds_left``: the run's rounds still to come,
+    this one included. A stratum gets its ``first`` draws over the next
+    :data:`MINIMUM_ROUNDS` rounds and the rest of ``target`` evenly over ``rounds_left``.
+    Scaled down so minimums take at most :data:`MINIMUM_SHARE` of the round's ``k`` draws.
     """
-    need = np.clip((target - counts) / max(rounds_left, 1), 0.0, None)
+    left = max(int(rounds_left), 1)
+    quick = np.clip(min(target, first) - counts, 0.0, None) / min(left, MINIMUM_ROUNDS)
+    need = np.maximum(quick, np.clip(target - counts, 0.0, None) / left)
     need = np.minimum(need, sizes).astype(np.float64)
     need[sizes == 0] = 0.0
     total = float(need.sum())
@@ -186,14 +197,18 @@ class RoundDesign:
         if k <= 0:
             return np.empty(0, dtype=np.int64)
         k_floor = k if plan.design != "adaptive" else int(math.ceil(plan.floor_share * k))
-        pi_f = plan.floor_probabilities(k_floor, self.rounds_left)
+        # Each part carries its share of the stratum minimums: the KG estimate mixes the
+        # parts by their draws, and minimums spent in one part only make that part's
+        # estimate noisier than the same minimums spread over both.
+        pi_f = plan.floor_probabilities(k_floor, self.rounds_left, share=k_floor / k)
         floor = draw_by_strata(pi_f, plan.predicate, self.floor_rng)
         for e in floor.tolist():
             self._pi[e], self._part[e] = float(pi_f[e]), FLOOR
         k_lean = k - floor.size
         lean = np.empty(0, dtype=np.int64)
         if k_lean > 0:
-            pi_l = plan.lean_probabilities(self.predicted_right, k_lean, exclude=floor)
+            pi_l = plan.lean_probabilities(self.predicted_right, k_lean, exclude=floor,
+                                           rounds_left=self.rounds_left, share=1.0 - k_floor / k)
             lean = draw_systematic(pi_l, self.lean_rng)
             for e in lean.tolist():
                 self._pi[e], self._part[e] = float(pi_l[e]), LEAN_PART
@@ -207,12 +222,13 @@ class RoundDesign:
 
 
 class DesignPlan:
-    """A run's design across rounds: its strata and the floor draws each stratum got so far.
+    """A run's design across rounds: its strata and the design draws each stratum got so far.
 
     ``predicate`` and ``group``: each edge's stratum index (predicate; subject's entity
-    group); ``active``: the edges that can be drawn. The counts of earlier floor draws
-    (:meth:`record`) set each round's stratum minimums; they depend on the floor draws
-    only, which are the same for every model given the seed, so the floor stays shared.
+    group); ``active``: the edges that can be drawn. The counts of earlier draws
+    (:meth:`record`), per part, set each round's stratum minimums of that part. The
+    floor's depend on the floor draws only, which are the same for every model given the
+    seed, so the floor stays shared; the lean's on the lean draws.
     """
 
     def __init__(self, design: str, predicate: np.ndarray, group: np.ndarray, active: np.ndarray, *,
@@ -225,29 +241,40 @@ class DesignPlan:
         self.floor_share, self.lean, self.min_draws = float(floor_share), float(lean), float(min_draws)
         #: Relative weights of the floor before minimums (a prior's design), or None (uniform).
         self.base = base
+        self._labels = (("predicate", self.predicate), ("group", self.group))
         self._sizes = {kind: np.bincount(lab[self.active], minlength=int(lab.max()) + 1 if lab.size else 1)
-                       for kind, lab in (("predicate", self.predicate), ("group", self.group))}
+                       for kind, lab in self._labels}
         self.counts = {kind: np.zeros(s.size, dtype=np.float64) for kind, s in self._sizes.items()}
+        self.lean_counts = {kind: np.zeros(s.size, dtype=np.float64) for kind, s in self._sizes.items()}
 
     def reset(self) -> None:
-        for c in self.counts.values():
+        for c in (*self.counts.values(), *self.lean_counts.values()):
             c[:] = 0.0
 
     def record(self, edges: np.ndarray, parts: np.ndarray) -> None:
-        """Count a round's floor draws (``parts == FLOOR``) per stratum."""
-        edges = np.asarray(edges, dtype=np.int64)[np.asarray(parts) == FLOOR]
-        for kind, lab in (("predicate", self.predicate), ("group", self.group)):
-            np.add.at(self.counts[kind], lab[edges], 1.0)
+        """Count a round's floor draws and lean draws per stratum."""
+        edges, parts = np.asarray(edges, dtype=np.int64), np.asarray(parts)
+        for counts, code in ((self.counts, FLOOR), (self.lean_counts, LEAN_PART)):
+            drawn = edges[parts == code]
+            for kind, lab in self._labels:
+                np.add.at(counts[kind], lab[drawn], 1.0)
 
-    def floor_probabilities(self, k: int, rounds_left: int) -> np.ndarray:
-        strata = []
-        if self.design != "uniform":
-            for kind, lab in (("predicate", self.predicate), ("group", self.group)):
-                strata.append((lab, stratum_minimums(self.counts[kind], self._sizes[kind], rounds_left, k,
-                                                     self.min_draws)))
-        return stratified_probabilities(self.active, k, strata, self.base)
+    def _minimums(self, counts: dict, sizes: dict, rounds_left: int, k: int, share: float) -> list:
+        if self.design == "uniform" or share <= 0:
+            return []
+        return [(lab, stratum_minimums(counts[kind], sizes[kind], rounds_left, k, self.min_draws * share,
+                                       FIRST_DRAWS * share))
+                for kind, lab in self._labels]
 
-    def lean_probabilities(self, predicted_right: np.ndarray | None, k: int, exclude: np.ndarray) -> np.ndarray:
+    def floor_probabilities(self, k: int, rounds_left: int, share: float = 1.0) -> np.ndarray:
+        """The floor's π (sum ``k``), carrying ``share`` of each stratum's minimum."""
+        return stratified_probabilities(self.active, k, self._minimums(self.counts, self._sizes, rounds_left, k, share),
+                                        self.base)
+
+    def lean_probabilities(self, predicted_right: np.ndarray | None, k: int, exclude: np.ndarray,
+                           rounds_left: int = MINIMUM_ROUNDS, share: float = 0.0) -> np.ndarray:
+        """The lean's π (sum ``k``) among the active edges not in ``exclude`` (the floor),
+        carrying ``share`` of each stratum's minimum."""
         avail = self.active.copy()
         avail[np.asarray(exclude, dtype=np.int64)] = False
         n = int(avail.sum())
@@ -256,7 +283,16 @@ class DesignPlan:
             s = np.where(avail, lean_scores(predicted_right), 0.0)
             if s.sum() > 0:
                 w = (1.0 - self.lean) * w + self.lean * s / s.sum()
-        return inclusion_probabilities(w, k)
+        sizes = {kind: np.bincount(lab[avail], minlength=self._sizes[kind].size) for kind, lab in self._labels}
+        strata = self._minimums(self.lean_counts, sizes, rounds_left, k, share)
+        if not strata:
+            return inclusion_probabilities(w, k)
+        return stratified_probabilities(avail, k, strata, w)
 
-    def round(self, predicted_right: np.ndarray | None, floor_rng, lean_rng) -> RoundDesign:
-        return RoundDesign(self, predicted_right, MINIMUM_ROUNDS, floor_rng, lean_rng)
+    def round(self, predicted_right: np.ndarray | None, floor_rng, lean_rng,
+              rounds_left: int | None = None) -> RoundDesign:
+        """This round's design. ``rounds_left``: the run's rounds still to come with this one
+        (from its budget and batch); None (no budget) gives minimums over
+        :data:`MINIMUM_ROUNDS` rounds."""
+        return RoundDesign(self, predicted_right, MINIMUM_ROUNDS if rounds_left is None else rounds_left,
+                           floor_rng, lean_rng)

@@ -140,7 +140,8 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
         means.append({kind: round_means(right, lab, setup["active"], names)
                       for kind, (lab, names) in setup["labels"].items()})
         if plan is not None:
-            pkg.design = plan.round(right, np.random.default_rng([seed, t, 2]), np.random.default_rng([seed, t, 3]))
+            pkg.design = plan.round(right, np.random.default_rng([seed, t, 2]), np.random.default_rng([seed, t, 3]),
+                                    -(-(budget - spent) // batch))
         else:
             pkg.design_weights = round_design_weights(pkg, right, sampler=sampler, tilt=tilt, base=base)
         sel = smp.select(pkg, n, rng)

@@ -36,6 +36,47 @@ def test_stratum_minimums_and_inclusion_probabilities_by_hand():
     assert stratum_minimums(np.array([4.0, 0.0]), np.array([4, 1]), rounds_left=4, k=2).tolist() == [0.0, 1.0]
 
 
+def test_stratum_minimums_give_the_first_two_draws_quickly_and_spread_the_rest_over_the_run():
+    # Target 4, the first 2 over the next two rounds, the rest over the 8 rounds left; k is
+    # large, so the cap at half the round's draws does not bind. Counts 0, 1, 2, 3.5, 4:
+    # quick part (2 − c)/2 = 1, 0.5, 0, 0, 0; the rest (4 − c)/8 = 0.5, 0.375, 0.25,
+    # 0.0625, 0: the larger of the two.
+    counts = np.array([0.0, 1.0, 2.0, 3.5, 4.0])
+    sizes = np.full(5, 100)
+    need = stratum_minimums(counts, sizes, rounds_left=8, k=100, target=4)
+    assert need.tolist() == [1.0, 0.5, 0.25, 0.0625, 0.0]
+    # The last round gives all that is left: the quick part over min(1, 2) = 1 round is
+    # 2, 1, 0, 0, 0, the rest 4, 3, 2, 0.5, 0.
+    assert stratum_minimums(counts, sizes, rounds_left=1, k=100, target=4).tolist() == [4.0, 3.0, 2.0, 0.5, 0.0]
+    # A part's share of the minimums: a target of 1.2 and a quick part of 0.6 over 2
+    # rounds left: max(0.6/2, 1.2/2) = 0.6.
+    assert stratum_minimums(np.zeros(1), np.array([2]), rounds_left=2, k=3, target=1.2, first=0.6).tolist() == [0.6]
+
+
+def test_each_part_of_an_adaptive_round_carries_its_share_of_the_minimums():
+    # 20 edges: predicate 0 holds 18, predicate 1 the last two; one subject group. A round
+    # of 10 draws, floor share 0.3: 3 floor draws carry 3/10 of the minimum of 4 (1.2, of
+    # which 0.6 quickly), the 7 lean draws 7/10 (2.8, 1.4 quickly); two rounds left.
+    predicate = np.array([0] * 18 + [1] * 2)
+    plan = DesignPlan("adaptive", predicate, np.zeros(20, int), np.ones(20, bool), floor_share=0.3)
+    # Floor: predicate 1 needs max(0.6/2, 1.2/2) = 0.6 of the uniform 3/20 = 0.15 per edge
+    # (0.3 in all), so its edges get 0.3 each; the other 18 share the remaining 2.4: 2/15.
+    pi_f = plan.floor_probabilities(3, rounds_left=2, share=0.3)
+    assert pi_f == pytest.approx([2 / 15] * 18 + [0.3, 0.3])
+    # Lean, with edges 0, 1 and 18 in the floor: 17 edges left, predicate 1 holds one. It
+    # needs max(1.4/2, 2.8/2) = 1.4, capped at its one edge: π = 1; the other 16 share 6.
+    pi_l = plan.lean_probabilities(None, 7, exclude=np.array([0, 1, 18]), rounds_left=2, share=0.7)
+    assert pi_l == pytest.approx([0.0, 0.0] + [0.375] * 16 + [0.0, 1.0])
+    # Without a share (the default) the lean is the plain uniform design over the 17.
+    assert plan.lean_probabilities(None, 7, exclude=np.array([0, 1, 18])) == pytest.approx(
+        [0.0, 0.0] + [7 / 17] * 16 + [0.0, 7 / 17])
+    # The counts of each part are kept apart: the floor's minimums never see lean draws,
+    # so two models' runs with the same seed still draw the same floor.
+    plan.record(np.array([18, 19, 5]), np.array([FLOOR, LEAN_PART, LEAN_PART]))
+    assert plan.counts["predicate"].tolist() == [0.0, 1.0]
+    assert plan.lean_counts["predicate"].tolist() == [1.0, 1.0]
+
+
 def test_draw_by_strata_hits_each_edge_with_its_probability_and_fills_strata_to_floor_or_ceiling():
     pi = np.array([0.375, 0.375, 0.375, 0.375, 0.5])
     labels = np.array([0, 0, 0, 0, 1])

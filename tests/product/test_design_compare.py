@@ -132,9 +132,13 @@ def test_a_focus_run_recorded_before_the_top_share_value_resumes_as_it_was_playe
     from kgprobe.store import RunStore
 
     settings = dict(batch_size=32, seed=0, sampler="focus", design_fraction=0.5, progress=False, report=False)
-    played_then = kgprobe.probe(countries, sim_model, store=tmp_path / "then.kgrun", budget=96,
-                                sampler_options={"value_share": 0.0}, **settings)
-    today = kgprobe.probe(countries, sim_model, store=tmp_path / "today.kgrun", budget=96, **settings)
+    # Every run plays 32 queries and is then extended to 96: the design's stratum minimums
+    # are paced by the budget, so the same history is needed for the same draws.
+    for name, options in (("then", {"value_share": 0.0}), ("today", {})):
+        kgprobe.probe(countries, sim_model, store=tmp_path / f"{name}.kgrun", budget=32, sampler_options=options,
+                      **settings).close()
+    played_then = kgprobe.resume(tmp_path / "then.kgrun", sim_model, budget=96, progress=False)
+    today = kgprobe.resume(tmp_path / "today.kgrun", sim_model, budget=96, progress=False)
     kgprobe.probe(countries, sim_model, store=tmp_path / "old.kgrun", budget=32, sampler_options={"value_share": 0.0},
                   **settings).close()
     # What a run file written before the rule holds: neither option.
@@ -154,3 +158,41 @@ def test_a_focus_run_recorded_before_the_top_share_value_resumes_as_it_was_playe
     assert picks["old"] == picks["then"] != picks["today"]
     for run in (played_then, today, old):
         run.close()
+
+
+def test_the_floor_spreads_the_stratum_minimums_over_the_rounds_the_budget_leaves(tmp_path, countries):
+    # A KG of 674 edges: the 666 shared borders, 3 capitals, 5 official languages (one
+    # subject group). 96 queries in rounds of 32: 3 rounds, 12 floor draws each, carrying
+    # 12/32 of the minimum of 4 (1.5, of which 0.75 quickly). Round 1 has 3 rounds left, so
+    # a small predicate needs max(0.75/2, 1.5/3) = 0.5 floor draws (0.75 if the run's
+    # length were ignored); its proportional share is 12·3/674 ≈ 0.05. Each round's stored
+    # floor π is recomputed from the recorded floor draws of the rounds before it.
+    from kgprobe.estimators import group_labels
+    from kgprobe.sampling.design import DesignPlan
+
+    edges = np.concatenate([countries.edges_of_predicate("P47", active_only=True),
+                            countries.edges_of_predicate("P36", active_only=True)[:3],
+                            countries.edges_of_predicate("P37", active_only=True)[:5]])
+    kg = countries.subgraph(edges, name="borders-and-a-few")
+    model = SimulatedModel(kg, theta_for_kg(kg, seed=4), seed=4)
+    run = kgprobe.probe(kg, model, budget=96, batch_size=32, seed=0, store=tmp_path / "r.kgrun",
+                        progress=False, report=False)
+    probes = run.store.probe_arrays()
+    run.close()
+    labels = group_labels(kg)
+    plan = DesignPlan("adaptive", labels["predicate"][0], labels["group"][0], kg.active)
+    names = list(labels["predicate"][1])
+    small = [names.index("P36"), names.index("P37")]
+    for r, rounds_left in ((1, 3), (2, 2), (3, 1)):
+        this = probes["round"] == r
+        floor = this & (probes["part"] == FLOOR)
+        assert int(floor.sum()) == 12
+        pi_f = plan.floor_probabilities(12, rounds_left, share=12 / 32)
+        assert probes["inclusion"][floor] == pytest.approx(pi_f[probes["edge"][floor]], rel=1e-9)
+        if r == 1:
+            per_predicate = np.bincount(labels["predicate"][0], weights=pi_f, minlength=len(names))
+            assert per_predicate[small] == pytest.approx([0.5, 0.5])
+        plan.record(probes["edge"][this], probes["part"][this])
+    # By the end each small predicate has had its 1.5 floor draws in expectation: 0 or 1
+    # in round 1, then what it lacked over the two rounds left, then all the rest.
+    assert (plan.counts["predicate"][small] >= 1).all()
