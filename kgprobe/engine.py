@@ -55,7 +55,7 @@ DEFAULT_MAX_ROUNDS = 60
 
 #: Values of settings a run file written before the setting existed was played with
 #: (the table's default for a new run may differ).
-RECORDED_BEFORE: dict[str, Any] = {"prior_design": 0.0, "design": "uniform"}
+RECORDED_BEFORE: dict[str, Any] = {"prior_design": 0.0, "design": "uniform", "design_pacing": "early"}
 
 
 @dataclass
@@ -86,6 +86,9 @@ class EngineConfig:
     design_tilt: float = run_spec.default("design_tilt")
     prior_design: float = run_spec.default("prior_design")
     design: str = run_spec.default("design")
+    design_pacing: str = "budget"
+    """How the design's stratum minimums are paced (kgprobe.sampling.design.PACINGS; not a
+    run setting): recorded so that a run file keeps the rule it was played with."""
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> "EngineConfig":
@@ -345,7 +348,8 @@ class Engine:
 
         if config.design != "uniform" and config.sampler not in UNTILTED_SAMPLERS:
             engine.design_plan = DesignPlan(config.design, engine._labels["predicate"][0],
-                                            engine._labels["group"][0], kg.active, base=engine.design_base)
+                                            engine._labels["group"][0], kg.active, base=engine.design_base,
+                                            pacing=config.design_pacing)
         engine._restore()
         return engine
 

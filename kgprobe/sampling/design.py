@@ -53,6 +53,10 @@ MINIMUM_ROUNDS = 2
 #: a round whose floor is half minimums has a noisier floor estimate, and the KG
 #: interval pays for that unevenly spread more than for the same draws spread evenly.
 FIRST_DRAWS = 2
+#: How stratum minimums are paced. ``budget``: as above, each part of a round carrying its
+#: share. ``early``: what a stratum lacked over the next :data:`MINIMUM_ROUNDS` rounds,
+#: all in the floor — the rule of run files written before, which resume with it.
+PACINGS = ("budget", "early")
 #: Share of an adaptive round's design draws in the floor (shared across models).
 FLOOR_SHARE = 0.35
 #: Within the lean part, the share λ that follows the scores (the rest is uniform, which
@@ -200,7 +204,8 @@ class RoundDesign:
         # Each part carries its share of the stratum minimums: the KG estimate mixes the
         # parts by their draws, and minimums spent in one part only make that part's
         # estimate noisier than the same minimums spread over both.
-        pi_f = plan.floor_probabilities(k_floor, self.rounds_left, share=k_floor / k)
+        floor_share = k_floor / k if plan.pacing == "budget" else 1.0
+        pi_f = plan.floor_probabilities(k_floor, self.rounds_left, share=floor_share)
         floor = draw_by_strata(pi_f, plan.predicate, self.floor_rng)
         for e in floor.tolist():
             self._pi[e], self._part[e] = float(pi_f[e]), FLOOR
@@ -208,7 +213,7 @@ class RoundDesign:
         lean = np.empty(0, dtype=np.int64)
         if k_lean > 0:
             pi_l = plan.lean_probabilities(self.predicted_right, k_lean, exclude=floor,
-                                           rounds_left=self.rounds_left, share=1.0 - k_floor / k)
+                                           rounds_left=self.rounds_left, share=1.0 - floor_share)
             lean = draw_systematic(pi_l, self.lean_rng)
             for e in lean.tolist():
                 self._pi[e], self._part[e] = float(pi_l[e]), LEAN_PART
@@ -233,8 +238,11 @@ class DesignPlan:
 
     def __init__(self, design: str, predicate: np.ndarray, group: np.ndarray, active: np.ndarray, *,
                  floor_share: float = FLOOR_SHARE, lean: float = LEAN, min_draws: float = MIN_STRATUM_DRAWS,
-                 base: np.ndarray | None = None):
+                 base: np.ndarray | None = None, pacing: str = "budget"):
         self.design = check_design(design)
+        if pacing not in PACINGS:
+            raise ValueError(f"unknown pacing of stratum minimums {pacing!r}; one of {PACINGS}")
+        self.pacing = pacing
         self.predicate = np.asarray(predicate, dtype=np.int64)
         self.group = np.asarray(group, dtype=np.int64)
         self.active = np.asarray(active, bool)
@@ -292,7 +300,8 @@ class DesignPlan:
     def round(self, predicted_right: np.ndarray | None, floor_rng, lean_rng,
               rounds_left: int | None = None) -> RoundDesign:
         """This round's design. ``rounds_left``: the run's rounds still to come with this one
-        (from its budget and batch); None (no budget) gives minimums over
-        :data:`MINIMUM_ROUNDS` rounds."""
-        return RoundDesign(self, predicted_right, MINIMUM_ROUNDS if rounds_left is None else rounds_left,
-                           floor_rng, lean_rng)
+        (from its budget and batch); None (no budget) and the ``early`` pacing give minimums
+        over :data:`MINIMUM_ROUNDS` rounds."""
+        if rounds_left is None or self.pacing == "early":
+            rounds_left = MINIMUM_ROUNDS
+        return RoundDesign(self, predicted_right, rounds_left, floor_rng, lean_rng)

@@ -167,20 +167,12 @@ def test_the_floor_spreads_the_stratum_minimums_over_the_rounds_the_budget_leave
     # a small predicate needs max(0.75/2, 1.5/3) = 0.5 floor draws (0.75 if the run's
     # length were ignored); its proportional share is 12·3/674 ≈ 0.05. Each round's stored
     # floor π is recomputed from the recorded floor draws of the rounds before it.
-    from kgprobe.estimators import group_labels
-    from kgprobe.sampling.design import DesignPlan
-
-    edges = np.concatenate([countries.edges_of_predicate("P47", active_only=True),
-                            countries.edges_of_predicate("P36", active_only=True)[:3],
-                            countries.edges_of_predicate("P37", active_only=True)[:5]])
-    kg = countries.subgraph(edges, name="borders-and-a-few")
-    model = SimulatedModel(kg, theta_for_kg(kg, seed=4), seed=4)
+    kg, model = _borders_and_a_few(countries)
     run = kgprobe.probe(kg, model, budget=96, batch_size=32, seed=0, store=tmp_path / "r.kgrun",
                         progress=False, report=False)
     probes = run.store.probe_arrays()
     run.close()
-    labels = group_labels(kg)
-    plan = DesignPlan("adaptive", labels["predicate"][0], labels["group"][0], kg.active)
+    labels, plan = _plan(kg, "budget")
     names = list(labels["predicate"][1])
     small = [names.index("P36"), names.index("P37")]
     for r, rounds_left in ((1, 3), (2, 2), (3, 1)):
@@ -196,3 +188,56 @@ def test_the_floor_spreads_the_stratum_minimums_over_the_rounds_the_budget_leave
     # By the end each small predicate has had its 1.5 floor draws in expectation: 0 or 1
     # in round 1, then what it lacked over the two rounds left, then all the rest.
     assert (plan.counts["predicate"][small] >= 1).all()
+
+
+def _borders_and_a_few(countries):
+    edges = np.concatenate([countries.edges_of_predicate("P47", active_only=True),
+                            countries.edges_of_predicate("P36", active_only=True)[:3],
+                            countries.edges_of_predicate("P37", active_only=True)[:5]])
+    kg = countries.subgraph(edges, name="borders-and-a-few")
+    return kg, SimulatedModel(kg, theta_for_kg(kg, seed=4), seed=4)
+
+
+def _plan(kg, pacing):
+    from kgprobe.estimators import group_labels
+    from kgprobe.sampling.design import DesignPlan
+
+    labels = group_labels(kg)
+    return labels, DesignPlan("adaptive", labels["predicate"][0], labels["group"][0], kg.active, pacing=pacing)
+
+
+def test_a_run_file_recorded_before_the_budget_pacing_resumes_with_the_rule_it_was_played_with(tmp_path, countries):
+    # Such a file has no design_pacing: its minimums came within two rounds, all in the
+    # floor. Round 1 is played today, the key is removed, and rounds 2 and 3 must follow
+    # the old rule: a small predicate's floor π sums to what it lacked over two rounds,
+    # where today's rule (the rest over the two rounds left, 12/32 of it in the floor)
+    # would give less.
+    import json
+
+    from kgprobe.store import RunStore
+
+    kg, model = _borders_and_a_few(countries)
+    kgprobe.probe(kg, model, budget=32, batch_size=32, seed=0, store=tmp_path / "r.kgrun", progress=False,
+                  report=False).close()
+    store = RunStore.open(tmp_path / "r.kgrun", writable=True)
+    recorded = json.loads(store.meta("config"))
+    assert recorded.pop("design_pacing") == "budget"
+    store.set_meta("config", json.dumps(recorded))
+    store.close()
+    run = kgprobe.resume(tmp_path / "r.kgrun", model, budget=96, progress=False)
+    assert run.config.design_pacing == "early"
+    probes = run.store.probe_arrays()
+    run.close()
+    labels, early = _plan(kg, "early")
+    _, today = _plan(kg, "budget")
+    first = probes["round"] == 1
+    early.record(probes["edge"][first], probes["part"][first])
+    today.record(probes["edge"][first], probes["part"][first])
+    floor = (probes["round"] == 2) & (probes["part"] == FLOOR)
+    pi_early = early.floor_probabilities(12, 2, share=1.0)
+    assert probes["inclusion"][floor] == pytest.approx(pi_early[probes["edge"][floor]], rel=1e-9)
+    small = list(labels["predicate"][1]).index("P36")
+    lacked = 4 - early.counts["predicate"][small]
+    on_small = labels["predicate"][0] == small
+    assert pi_early[on_small].sum() == pytest.approx(lacked / 2)
+    assert today.floor_probabilities(12, 2, share=12 / 32)[on_small].sum() < lacked / 2

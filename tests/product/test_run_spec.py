@@ -73,7 +73,8 @@ def test_defaults_schema_api_and_engine_come_from_the_table():
     for name in ("convergence", "store", "progress", "lazy", "listeners"):
         assert f"\n    {name}:\n" in kgprobe.probe.__doc__
     fields = {f.name: f for f in dataclasses.fields(EngineConfig)}
-    assert set(run_spec.ENGINE_SETTINGS) == set(fields) - {"prior"}
+    # Two fields are recorded but not settings: the PKG's Beta prior and the design's pacing.
+    assert set(run_spec.ENGINE_SETTINGS) == set(fields) - {"prior", "design_pacing"}
     config = EngineConfig()
     for name in run_spec.ENGINE_SETTINGS:
         assert getattr(config, name) == run_spec.default(name), name
