@@ -474,7 +474,11 @@ class Engine:
         # force stay as named.
         plan = self.design_plan
         if plan is not None:
-            rounds_left = None if remaining is None else -(-remaining // max(cfg.batch_size, 1))
+            # The rounds still to come with this one, by the budget and by the round limit.
+            limits = [] if remaining is None else [-(-remaining // max(cfg.batch_size, 1))]
+            if cfg.round_limit is not None:
+                limits.append(cfg.round_limit - r + 1)
+            rounds_left = min(limits) if limits else None
             self.pkg.design = plan.round(right, round_rng(cfg.seed, r, 2), round_rng(cfg.seed, r, 3), rounds_left)
         else:
             self.pkg.design_weights = round_design_weights(self.pkg, right, sampler=cfg.sampler,

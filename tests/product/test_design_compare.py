@@ -188,6 +188,19 @@ def test_the_floor_spreads_the_stratum_minimums_over_the_rounds_the_budget_leave
     # By the end each small predicate has had its 1.5 floor draws in expectation: 0 or 1
     # in round 1, then what it lacked over the two rounds left, then all the rest.
     assert (plan.counts["predicate"][small] >= 1).all()
+    # A round limit below the budget's rounds paces by the limit: with --max-rounds 2 the
+    # first round has two rounds left, not three.
+    run = kgprobe.probe(kg, model, budget=96, max_rounds=2, batch_size=32, seed=0, store=tmp_path / "m.kgrun",
+                        progress=False, report=False)
+    probes = run.store.probe_arrays()
+    run.close()
+    assert probes["round"].max() == 2
+    _, fresh = _plan(kg, "budget")
+    floor = (probes["round"] == 1) & (probes["part"] == FLOOR)
+    pi_f = fresh.floor_probabilities(12, 2, share=12 / 32)
+    assert probes["inclusion"][floor] == pytest.approx(pi_f[probes["edge"][floor]], rel=1e-9)
+    per_predicate = np.bincount(labels["predicate"][0], weights=pi_f, minlength=len(names))
+    assert per_predicate[small] == pytest.approx([0.75, 0.75])
 
 
 def _borders_and_a_few(countries):
