@@ -50,15 +50,19 @@ def test_second_built_sweep_matches_its_kg_exactly():
 
 
 def test_third_built_sweep_matches_its_kg_exactly():
-    _, sweep, edges, per_predicate = _built("geo-six.jsonl.gz", "geo-six-default.npz")
+    kg, sweep, edges, per_predicate = _built("geo-six.jsonl.gz", "geo-six-default.npz")
     assert (len(edges), sweep.passes) == (1140, 5)
     assert int(sweep.correct.sum()) == 3524  # of 1140 x 5 = 5700 answers
     assert per_predicate.most_common(3) == [("P17", 960), ("P47", 91), ("P37", 23)]
     assert sorted(per_predicate.values())[:4] == [1, 7, 7, 7]
+    # Gemma-3-270m's answers on the same KG and edges.
+    gemma = load_sweep(BUILT / "geo-six-gemma3-270m.npz")
+    assert sorted(_edges(gemma, kg).tolist()) == sorted(edges.tolist())
+    assert (gemma.passes, int(gemma.correct.sum())) == (3, 2716)  # of 1140 x 3 = 3420 answers
 
 
 def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
     built = {p.stem for p in BUILT.glob("*.npz")}
     assert built == {"geo-skew-default", "geo-four-default", "geo-four-gemma3-270m",
-                     "geo-four-qwen2.5-coder-0.5b-instruct", "geo-six-default"}
+                     "geo-four-qwen2.5-coder-0.5b-instruct", "geo-six-default", "geo-six-gemma3-270m"}
     assert not built & set(packaged_sweeps())
