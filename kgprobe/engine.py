@@ -465,7 +465,7 @@ class Engine:
         # model-assisted estimators correct (kgprobe.estimators).
         right, predictions = self._predictions()
         from kgprobe.sampling.design_draws import round_design_weights
-        from kgprobe.sampling.design import design_columns
+        from kgprobe.sampling.design import design_columns, rounds_to_come
 
         # The design share of the batch, always drawn with known probabilities: the run's
         # stratified or adaptive design (kgprobe.sampling.design; its own generators, so the
@@ -474,11 +474,8 @@ class Engine:
         # force stay as named.
         plan = self.design_plan
         if plan is not None:
-            # The rounds still to come with this one, by the budget and by the round limit.
-            limits = [] if remaining is None else [-(-remaining // max(cfg.batch_size, 1))]
-            if cfg.round_limit is not None:
-                limits.append(cfg.round_limit - r + 1)
-            rounds_left = min(limits) if limits else None
+            limit_left = None if cfg.round_limit is None else cfg.round_limit - r + 1
+            rounds_left = rounds_to_come(remaining, cfg.batch_size, limit_left)
             self.pkg.design = plan.round(right, round_rng(cfg.seed, r, 2), round_rng(cfg.seed, r, 3), rounds_left)
         else:
             self.pkg.design_weights = round_design_weights(self.pkg, right, sampler=cfg.sampler,

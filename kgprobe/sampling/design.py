@@ -45,7 +45,8 @@ MIN_STRATUM_DRAWS = 4
 #: The most of a round's draws that stratum minimums may take.
 MINIMUM_SHARE = 0.5
 #: The first draws of a stratum short of :data:`FIRST_DRAWS` (what an interval needs) come
-#: over this many rounds; a run without a budget gets the rest of its minimum the same way.
+#: over this many rounds; so does the rest of its minimum when the rounds to come are not
+#: known (:meth:`DesignPlan.round` given none) or under the ``early`` pacing.
 MINIMUM_ROUNDS = 2
 #: Design draws a stratum gets quickly, over :data:`MINIMUM_ROUNDS` rounds: the least a
 #: predicate's interval needs (``kgprobe.estimators.MIN_DESIGN_PROBES``), so a run stopped
@@ -86,6 +87,16 @@ def lean_scores(predicted_right: np.ndarray, error_lean: float = ERROR_LEAN) -> 
     """
     p = np.clip(np.asarray(predicted_right, dtype=np.float64), 0.0, 1.0)
     return np.sqrt(p * (1.0 - p)) + error_lean * (1.0 - p)
+
+
+def rounds_to_come(queries_left: int | None, batch: int, round_limit_left: int | None = None) -> int | None:
+    """The run's rounds still to come, this one included: as many as the queries left fill
+    in batches of ``batch``, or ``round_limit_left`` when fewer; None when neither bounds
+    the run."""
+    limits = [] if queries_left is None else [-(-queries_left // max(batch, 1))]
+    if round_limit_left is not None:
+        limits.append(round_limit_left)
+    return min(limits) if limits else None
 
 
 def stratum_minimums(counts: np.ndarray, sizes: np.ndarray, rounds_left: int, k: float,
@@ -204,8 +215,8 @@ class RoundDesign:
         # Each part carries its share of the stratum minimums: the KG estimate mixes the
         # parts by their draws, and minimums spent in one part only make that part's
         # estimate noisier than the same minimums spread over both.
-        floor_share = k_floor / k if plan.pacing == "budget" else 1.0
-        pi_f = plan.floor_probabilities(k_floor, self.rounds_left, share=floor_share)
+        floor_minimums = k_floor / k if plan.pacing == "budget" else 1.0
+        pi_f = plan.floor_probabilities(k_floor, self.rounds_left, share=floor_minimums)
         floor = draw_by_strata(pi_f, plan.predicate, self.floor_rng)
         for e in floor.tolist():
             self._pi[e], self._part[e] = float(pi_f[e]), FLOOR
@@ -213,7 +224,7 @@ class RoundDesign:
         lean = np.empty(0, dtype=np.int64)
         if k_lean > 0:
             pi_l = plan.lean_probabilities(self.predicted_right, k_lean, exclude=floor,
-                                           rounds_left=self.rounds_left, share=1.0 - floor_share)
+                                           rounds_left=self.rounds_left, share=1.0 - floor_minimums)
             lean = draw_systematic(pi_l, self.lean_rng)
             for e in lean.tolist():
                 self._pi[e], self._part[e] = float(pi_l[e]), LEAN_PART
@@ -300,7 +311,7 @@ class DesignPlan:
     def round(self, predicted_right: np.ndarray | None, floor_rng, lean_rng,
               rounds_left: int | None = None) -> RoundDesign:
         """This round's design. ``rounds_left``: the run's rounds still to come with this one
-        (from its budget and batch); None (no budget) and the ``early`` pacing give minimums
+        (:func:`rounds_to_come`); None (not known) and the ``early`` pacing give minimums
         over :data:`MINIMUM_ROUNDS` rounds."""
         if rounds_left is None or self.pacing == "early":
             rounds_left = MINIMUM_ROUNDS

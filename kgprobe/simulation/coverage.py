@@ -115,7 +115,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     from kgprobe.kg.parameterized import ParameterizedKG
     from kgprobe.sampling import make_sampler
     from kgprobe.sampling.design_draws import UNTILTED_SAMPLERS
-    from kgprobe.sampling.design import DesignPlan, design_columns
+    from kgprobe.sampling.design import DesignPlan, design_columns, rounds_to_come
 
     pkg = ParameterizedKG(setup["heads"], setup["tails"], setup["active"], predicates=setup["predicates"],
                           propagation_weight=propagation_weight)
@@ -141,7 +141,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
                       for kind, (lab, names) in setup["labels"].items()})
         if plan is not None:
             pkg.design = plan.round(right, np.random.default_rng([seed, t, 2]), np.random.default_rng([seed, t, 3]),
-                                    -(-(budget - spent) // batch))
+                                    rounds_to_come(budget - spent, batch))
         else:
             pkg.design_weights = round_design_weights(pkg, right, sampler=sampler, tilt=tilt, base=base)
         sel = smp.select(pkg, n, rng)

@@ -15,6 +15,7 @@ from kgprobe.sampling.design import (
     LEAN_PART,
     DesignPlan,
     draw_by_strata,
+    rounds_to_come,
     stratified_probabilities,
     stratum_minimums,
 )
@@ -51,6 +52,14 @@ def test_stratum_minimums_give_the_first_two_draws_quickly_and_spread_the_rest_o
     # A part's share of the minimums: a target of 1.2 and a quick part of 0.6 over 2
     # rounds left: max(0.6/2, 1.2/2) = 0.6.
     assert stratum_minimums(np.zeros(1), np.array([2]), rounds_left=2, k=3, target=1.2, first=0.6).tolist() == [0.6]
+
+
+def test_rounds_to_come_count_this_round_by_the_budget_and_the_round_limit():
+    # 96 queries in rounds of 32: 3 rounds; 97 need a fourth, short one; a round limit of
+    # 2 rounds left comes first; with neither bound the rounds to come are not known.
+    assert [rounds_to_come(q, 32) for q in (96, 95, 97, 1)] == [3, 3, 4, 1]
+    assert rounds_to_come(96, 32, 2) == 2 and rounds_to_come(None, 32, 5) == 5
+    assert rounds_to_come(None, 32) is None
 
 
 def test_each_part_of_an_adaptive_round_carries_its_share_of_the_minimums():
