@@ -31,12 +31,15 @@ design (``M`` = all design probes), which is the mean over design probes i of::
 
 So ``Â_G = mean_i z_i`` is unbiased, and ``z_i − A_G`` are martingale differences.
 
-The KG interval. ``Â ± q · sqrt(s² / M)`` with ``q`` the normal quantile and ``s²`` the
-sample variance of the ``z_i``: the with-replacement (Hansen–Hurwitz) variance, which is
+The KG interval. The standard error ``sqrt(s² / M)`` with ``s²`` the sample variance of
+the ``z_i``: the with-replacement (Hansen–Hurwitz) variance, which is
 conservative for draws without replacement and for predictions that drift between rounds.
 Under the adaptive design (:mod:`kgprobe.sampling.design`: a floor and a lean part per
 round, weighted as in :func:`probe_weights`) the rounds' own variances are summed
-instead (:func:`martingale_variance`; martingale CLT, Zrnic & Candès 2024).
+instead (:func:`martingale_variance`; martingale CLT, Zrnic & Candès 2024). The
+interval is Wilson's at the effective sample size this standard error implies
+(:func:`kgprobe.metrics.effective_wilson`): the normal interval in the middle, and one that keeps its
+coverage near 0 and 1, where the normal one does not.
 
 Predicates and entity groups. The ratio (Hájek) estimate of :func:`hajek_estimate`: the
 design-weighted share of right answers among the group's design probes, always in
@@ -60,6 +63,7 @@ from scipy.stats import norm
 from scipy.stats import t as student_t
 
 from kgprobe.errors import InputError
+from kgprobe.metrics import effective_wilson
 
 #: A group needs this many design-based probes for a design-based interval.
 MIN_DESIGN_PROBES = 2
@@ -236,11 +240,17 @@ def design_estimate(
     else:
         q = float(norm.ppf(0.5 + confidence / 2))
     se = math.sqrt(var / m)
-    half = q * se
+    if group:
+        half = q * se
+        low, high = est - half, est + half
+    else:
+        in_y = y[in_g]
+        low, high = effective_wilson(est, se, m, q, all_right=bool(np.all(in_y == 1.0)),
+                                     all_wrong=bool(np.all(in_y == 0.0)))
     # An accuracy lies in [0, 1]; the unbiased value can stray outside on few probes.
     # Shown clipped (as is the interval); ``raw`` keeps the unbiased number.
-    return GroupEstimate(min(1.0, max(0.0, est)), max(0.0, est - half), min(1.0, est + half), hits, int(n_group),
-                         DESIGN, method, se, df, est)
+    return GroupEstimate(min(1.0, max(0.0, est)), min(1.0, max(0.0, low)), max(0.0, min(1.0, high)), hits,
+                         int(n_group), DESIGN, method, se, df, est)
 
 
 def martingale_variance(z: np.ndarray, rounds: np.ndarray, pooled: float) -> float:

@@ -86,12 +86,57 @@ def test_unbiased_when_the_predictions_adapt_to_earlier_answers():
 def test_kg_interval_by_hand():
     # N = 10, one round of 4 uniform draws (π = 0.4), mean prediction 0.6.
     # residuals y − ŷ = 0.5, −0.5, 0.2, 0.2 -> z = 1.1, 0.1, 0.8, 0.8; mean 0.7;
-    # sample variance (0.16 + 0.36 + 0.01 + 0.01) / 3 = 0.18; se = sqrt(0.18 / 4) = 0.212132;
-    # half-width 1.959964 · 0.212132 = 0.415771 -> [0.284229, 1 (clipped from 1.115771)].
+    # sample variance (0.16 + 0.36 + 0.01 + 0.01) / 3 = 0.18; se = sqrt(0.18 / 4) = 0.212132.
+    # Wilson at the effective size n* = 0.7 · 0.3 / 0.045 = 4.666667 (q² = 3.841459):
+    # divisor 1 + q²/n* = 1.823170; centre (0.7 + q²/(2n*)) / 1.823170 = 0.609699;
+    # half q·sqrt(0.21/n* + q²/(4n*²)) / 1.823170 = 0.320890 -> [0.288809, 0.930589]
+    # (the normal interval would be [0.284229, 1.115771], clipped to 1).
     est = design_estimate([1, 0, 1, 1], [0.5, 0.5, 0.8, 0.8], [0.4] * 4, [0] * 4, [0.6], n_group=10)
     assert (est.estimate, est.n, est.basis) == (pytest.approx(0.7), 4, DESIGN)
     assert est.se == pytest.approx(0.212132, abs=1e-6)
-    assert est.low == pytest.approx(0.284229, abs=1e-6) and est.high == 1.0
+    assert est.low == pytest.approx(0.288809, abs=1e-6) and est.high == pytest.approx(0.930589, abs=1e-6)
+    # Both bounds solve Wilson's score equation (0.7 − A)² = q²·A(1 − A)/n*.
+    q2 = 1.959964 ** 2
+    for bound in (est.low, est.high):
+        assert (0.7 - bound) ** 2 == pytest.approx(q2 * bound * (1 - bound) / (0.21 / 0.045), abs=1e-5)
+
+
+def test_kg_interval_at_the_boundary_keeps_the_truth_in_reach():
+    # Every design probe right, but the predictions' corrections leave the unbiased value
+    # above 1: z = 0.9 + (1 − ŷ)·m/(N·π) with N = 10, π = 0.4, m = 4, so (1 − ŷ) = 0.25,
+    # 0.25, 0, 0 give z = 1.15, 1.15, 0.9, 0.9; mean 1.025, se = sqrt(0.020833/4) = 0.072169.
+    # The normal interval [0.883551, 1.166449] clipped to [0.883551, 1]; here the lower end
+    # is Wilson's at n = 4 probes, p = 1: 4 / (4 + q²) = 0.510142, and the upper end is 1.
+    est = design_estimate([1, 1, 1, 1], [0.75, 0.75, 1.0, 1.0], [0.4] * 4, [0] * 4, [0.9], n_group=10)
+    assert est.raw == pytest.approx(1.025) and est.estimate == 1.0
+    assert est.low == pytest.approx(4 / (4 + 1.959964 ** 2), abs=1e-6) and est.high == 1.0
+    # With one wrong answer the interval is Wilson's at n* = p(1 − p)/se²:
+    # z = 0.8 + (0.1, 0.1, 0.1, −0.1) = 0.9, 0.9, 0.9, 0.7; mean 0.85; sample variance
+    # (3 · 0.0025 + 0.0225) / 3 = 0.01; se = sqrt(0.01 / 4) = 0.05; n* = 0.85 · 0.15 / 0.0025 = 51.
+    est = design_estimate([1, 1, 1, 0], [0.9, 0.9, 0.9, 0.1], [0.4] * 4, [0] * 4, [0.8], n_group=10)
+    p, n = 0.85, 51.0
+    q2 = 1.959964 ** 2
+    d = 1 + q2 / n
+    centre, half = (p + q2 / (2 * n)) / d, 1.959964 * math.sqrt(p * (1 - p) / n + q2 / (4 * n * n)) / d
+    assert est.se == pytest.approx(0.05) and est.low == pytest.approx(centre - half, abs=1e-6)
+    assert est.high == pytest.approx(centre + half, abs=1e-6)
+    # By hand: divisor 1.075323, centre 0.825484, half 0.097632 -> [0.727852, 0.923116].
+    assert (est.low, est.high) == (pytest.approx(0.727852, abs=1e-5), pytest.approx(0.923116, abs=1e-5))
+
+
+def test_effective_wilson_by_hand():
+    from kgprobe.metrics import effective_wilson
+
+    q = 1.959964
+    # p = 0.5, se = 0.05: n* = 100; symmetric, half = q·sqrt(0.0025 + q²/40000)/(1 + q²/100)
+    # = 1.959964 · 0.050951 / 1.038415 = 0.096166.
+    low, high = effective_wilson(0.5, 0.05, 256, q)
+    assert low == pytest.approx(0.5 - 0.096166, abs=1e-5) and high == pytest.approx(0.5 + 0.096166, abs=1e-5)
+    # 256 design probes all right: [256 / (256 + q²), 1] = [0.985216, 1].
+    assert effective_wilson(0.998, 0.002, 256, q, all_right=True) == (pytest.approx(0.985216, abs=1e-6), 1.0)
+    assert effective_wilson(0.003, 0.002, 256, q, all_wrong=True) == (0.0, pytest.approx(1 - 0.985216, abs=1e-6))
+    # No standard error (a single design probe): no information, [0, 1].
+    assert effective_wilson(0.7, math.inf, 1, q) == (0.0, 1.0)
 
 
 def test_group_interval_by_hand_student_t_and_variance_floor():

@@ -98,14 +98,17 @@ def test_difference_estimator_by_hand():
     # Round 0: mean prediction 0.5; design probes (y=1, ŷ=0.5) and (y=0, ŷ=0.5) -> z = 1.0, 0.0.
     # Round 1: mean prediction 0.8; design probe (y=1, ŷ=0.9) -> z = 0.8 + 0.1 = 0.9.
     # A non-design probe (y=0, ŷ=0.2) is ignored.
-    # mean z = 1.9/3 = 0.63333; sd (ddof 1) = sqrt(0.60667/2) = 0.55076;
-    # half-width 1.959964 · 0.55076 / sqrt(3) = 0.62323 -> (0.01010, 1.0 after clipping).
+    # mean z = 1.9/3 = 0.63333; sd (ddof 1) = sqrt(0.60667/2) = 0.55076; se = 0.55076/sqrt(3)
+    # = 0.31798. Wilson at n* = 0.63333 · 0.36667 / 0.31798² = 2.29670: divisor
+    # 1 + q²/n* = 2.67260, centre (0.63333 + q²/(2n*)) / 2.67260 = 0.54989, half
+    # q·sqrt(p(1 − p)/n* + q²/(4n*²)) / 2.67260 = 0.39025 -> (0.15964, 0.94014); the normal
+    # interval would be (0.01010, 1.25656), clipped to 1.
     correct = np.array([1, 0, 1, 0], bool)
     design = np.array([1, 1, 1, 0], bool)
     est = kg_accuracy_estimate(correct, design, predicted=[0.5, 0.5, 0.9, 0.2], rounds=[0, 0, 1, 1],
                                mean_predicted=[0.5, 0.8])
     assert est.method == "design-difference" and est.n == 3
     assert est.estimate == pytest.approx(1.9 / 3)
-    assert est.low == pytest.approx(0.01010, abs=1e-4) and est.high == 1.0
+    assert est.low == pytest.approx(0.15964, abs=1e-4) and est.high == pytest.approx(0.94014, abs=1e-4)
     with pytest.raises(InputError, match="together"):
         kg_accuracy_estimate(correct, design, predicted=[0.5] * 4)
