@@ -38,8 +38,8 @@ Under the adaptive design (:mod:`kgprobe.sampling.design`: a floor and a lean pa
 round, weighted as in :func:`probe_weights`) the rounds' own variances are summed
 instead (:func:`martingale_variance`; martingale CLT, Zrnic & Candès 2024). The
 interval is Wilson's at the effective sample size this standard error implies
-(:func:`kgprobe.metrics.effective_wilson`): the normal interval in the middle, and one that keeps its
-coverage near 0 and 1, where the normal one does not.
+(:func:`kgprobe.metrics.effective_wilson`): the normal interval in the middle, and one
+that keeps its coverage near 0 and 1, where the normal one does not.
 
 Predicates and entity groups. The ratio (Hájek) estimate of :func:`hajek_estimate`: the
 design-weighted share of right answers among the group's design probes, always in

@@ -182,8 +182,9 @@ def effective_wilson(estimate: float, se: float, n: int, q: float, *, all_right:
     of ``n*`` fresh draws — the "effective sample size" Wilson interval of survey
     statistics (compared with its alternatives by Dean & Pagano 2015; Korn & Graubard 1998
     use the same ``n*`` with Clopper–Pearson, as :func:`kgprobe.estimators.hajek_estimate`
-    does for predicates and groups). Away
-    from the boundaries it is the normal interval to within a tenth of a point. ``p`` is
+    does for predicates and groups). At the committed sweeps' accuracies (0.3–0.8) and
+    256 probes it is the normal interval to within a few hundredths of a point; on few
+    probes it is wider, as it should be (1 right of 32: 0.5–16 % against 0–9 %). ``p`` is
     the estimate clipped to [0, 1]; where it is 0 or 1, or ``se`` is 0, ``n*`` is ``n``,
     the design probes. Where every design probe was answered right (wrong), ``p`` is 1
     (0): predictions the weights correct by small amounts can leave the unbiased value a
