@@ -38,7 +38,7 @@ from kgprobe.estimators import (
     round_predictions,
     weighed_predictions,
 )
-from kgprobe.metrics import wilson_interval
+from kgprobe.metrics import ConvergenceMonitor, knowledge_metrics, wilson_interval
 from kgprobe.sampling.design_draws import prior_design_weights, round_design_weights
 
 
@@ -105,8 +105,13 @@ def replay_setup(sweep, kg=None) -> dict[str, Any]:
 
 def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, budget: int, batch: int,
                  seed: int, propagation_weight: float = 1.0, item_prior=None, tilt: float = 0.0,
-                 prior_design: float = 0.0, design: str = "uniform", oracle=None) -> ProbeTable:
+                 prior_design: float = 0.0, design: str = "uniform", oracle=None,
+                 convergence: tuple[int, float] | None = None) -> ProbeTable:
     """One replayed run; the :class:`ProbeTable` the engine would have recorded.
+
+    ``convergence``: ``(window, tolerance)`` to stop as a run with ``stop_on_convergence``
+    does, once the win, zero-sense and all-sense rates over the probed edges have
+    converged (:class:`kgprobe.metrics.ConvergenceMonitor`); None runs to the budget.
 
     ``design``: how design probes are drawn (:mod:`kgprobe.sampling.design`); the floor
     and lean parts use generators of their own, seeded by ``seed`` and the round as the
@@ -133,6 +138,9 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     cols: dict[str, list] = {k: [] for k in ("correct", "design", "predicted", "inclusion", "round", "edge",
                                              "part")}
     means = []
+    monitor = None
+    if convergence is not None:
+        monitor = ConvergenceMonitor(window=convergence[0], tolerance=convergence[1])
     spent, t = 0, 0
     while spent < budget:
         n = min(batch, budget - spent, pkg.num_active)  # a batch never exceeds the active edges
@@ -162,6 +170,8 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
         pkg.update(sel.edges, ok)
         spent += sel.edges.size
         t += 1
+        if monitor is not None and monitor.update(knowledge_metrics(pkg.successes, pkg.failures)):
+            break
     arr = {k: np.concatenate(v) for k, v in cols.items()}
     labels = {kind: np.asarray(names, dtype=object)[lab[arr["edge"]]]
               for kind, (lab, names) in setup["labels"].items()}

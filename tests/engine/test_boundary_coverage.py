@@ -1,4 +1,7 @@
-"""The KG interval near 100 % right: replayed runs of a strong model keep their coverage.
+"""The KG interval where a normal interval or a fixed-length run would be doubted.
+
+Near 100 % right: replayed runs of a strong model keep their coverage. And under the run's
+default stop on convergence, a stopping time that depends on the answers.
 
 The committed default-model sweep with each recorded wrong answer turned right with
 probability 0.95 (seeded) is a model right 97.5 % of the time on the same 500 edges and
@@ -51,3 +54,30 @@ def test_strong_model_replays_keep_the_kg_interval_coverage(strong_runs):
     assert normal <= 0.92
     # Every interval is proper: inside [0, 1], low <= estimate <= high.
     assert all(0.0 <= e.low <= e.estimate <= e.high <= 1.0 for e in estimates)
+
+
+def test_kg_interval_covers_when_the_run_stops_on_convergence():
+    # The run default stops once the win, zero-sense and all-sense rates over the probed
+    # edges stop moving (window 5, tolerance 0.01): a stopping time that depends on the
+    # answers. With a budget of 4,096 queries every replay of the committed default-model
+    # sweep stops that way, long before the budget, and the interval still covers.
+    from kgprobe.settings import RUN_DEFAULTS
+
+    sweep = load_sweep("default")
+    kg, sweep = sweep_graph(sweep, None)
+    setup = replay_setup(sweep, kg)
+    d = run_defaults()
+    convergence = (RUN_DEFAULTS["convergence_window"], RUN_DEFAULTS["convergence_tolerance"])
+    assert convergence == (5, 0.01) and RUN_DEFAULTS["stop_on_convergence"] is True
+    truth = setup["truth"]["kg"]
+    covered, spent = [], []
+    for r in range(150):
+        table = simulate_run(setup, sweep, sampler=d["sampler"], sampler_options={"design_fraction": d["design_fraction"]},
+                             budget=4096, batch=d["batch"], seed=r, propagation_weight=d["propagation_weight"],
+                             tilt=d["design_tilt"], prior_design=d["prior_design"], design=d["design"],
+                             convergence=convergence)
+        est = kg_estimate(table)
+        covered.append(est.low <= truth <= est.high)
+        spent.append(table.correct.size)
+    assert max(spent) < 4096  # every replay stopped on convergence
+    assert np.mean(covered) >= 0.94
