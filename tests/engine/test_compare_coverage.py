@@ -80,3 +80,38 @@ def test_two_strong_models_compare_with_coverage_near_the_boundary():
     assert truth == pytest.approx(sweeps[0].accuracy() - sweeps[1].accuracy())
     assert all(paired for paired, _, _ in out)
     assert _coverage(truth, [d for _, d, _ in out]) >= 0.93
+
+
+def test_runs_with_other_seeds_compare_unpaired_and_predicate_differences_cover():
+    # Seeds r and r + 10,000: the floors differ, so the KG difference is unpaired (the two
+    # runs' variances added); predicate differences are MOVER from each side's
+    # Korn–Graubard interval in either case.
+    from kgprobe.estimators import group_estimates
+
+    sides = []
+    for name in ("default", "gemma3-270m"):
+        kg, sweep = sweep_graph(load_sweep(name), None)
+        sides.append((sweep, replay_setup(sweep, kg)))
+    d = run_defaults()
+    truth_a, truth_b = sides[0][1]["truth"], sides[1][1]["truth"]
+    truth_pred = {p: truth_a["predicate"][p] - truth_b["predicate"][p] for p in truth_a["predicate"]}
+    truth_kg = truth_a["kg"] - truth_b["kg"]
+    kg_covered, pred_covered = [], {}
+    for r in range(RUNS):
+        tables = [simulate_run(setup, sweep, sampler=d["sampler"],
+                               sampler_options={"design_fraction": d["design_fraction"]}, budget=256,
+                               batch=d["batch"], seed=seed, propagation_weight=d["propagation_weight"],
+                               tilt=d["design_tilt"], prior_design=d["prior_design"], design=d["design"])
+                  for (sweep, setup), seed in zip(sides, (r, r + 10_000))]
+        assert _floor_pairs(*tables) is None
+        ea, eb = (kg_estimate(t).as_dict() for t in tables)
+        diff = _difference(ea, eb, group=False)
+        assert diff["test"] == "unpaired"
+        kg_covered.append(diff["low"] <= truth_kg <= diff["high"])
+        ga, gb = (group_estimates(t, "predicate") for t in tables)
+        for p in ga.keys() & gb.keys():
+            x = _difference(ga[p].as_dict(), gb[p].as_dict(), group=True)
+            if x is not None:
+                pred_covered.setdefault(p, []).append(x["low"] <= truth_pred[p] <= x["high"])
+    assert np.mean(kg_covered) >= 0.94
+    assert len(pred_covered) == 11 and min(np.mean(v) for v in pred_covered.values()) >= 0.93
