@@ -319,6 +319,15 @@ def replay_coverage(
     return out
 
 
+def simulate_default_run(setup: dict, sweep, *, seed: int, budget: int = 256, **options) -> ProbeTable:
+    """:func:`simulate_run` with a default ``kgprobe run``'s sampler, design and batch
+    (:func:`run_defaults`); ``options`` (e.g. ``convergence``) go to :func:`simulate_run`."""
+    d = run_defaults()
+    return simulate_run(setup, sweep, sampler=d["sampler"], sampler_options={"design_fraction": d["design_fraction"]},
+                        budget=budget, batch=d["batch"], seed=seed, propagation_weight=d["propagation_weight"],
+                        tilt=d["design_tilt"], prior_design=d["prior_design"], design=d["design"], **options)
+
+
 def run_defaults() -> dict:
     """The sampler, batch and design fraction a default ``kgprobe run`` uses."""
     from kgprobe.settings import RUN_DEFAULTS as DEFAULTS

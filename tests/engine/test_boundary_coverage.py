@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from kgprobe.estimators import kg_estimate
-from kgprobe.simulation.coverage import replay_setup, run_defaults, simulate_run
+from kgprobe.simulation.coverage import replay_setup, simulate_default_run
 from kgprobe.simulation.replay import sweep_graph
 from kgprobe.sweep import load_sweep
 
@@ -33,13 +33,7 @@ def strong_runs():
     sweep = dataclasses.replace(base, correct=correct, gold_logprob=None, best_wrong_logprob=None)
     kg, sweep = sweep_graph(sweep, None)
     setup = replay_setup(sweep, kg)
-    d = run_defaults()
-    estimates = []
-    for r in range(RUNS):
-        table = simulate_run(setup, sweep, sampler=d["sampler"], sampler_options={"design_fraction": d["design_fraction"]},
-                             budget=256, batch=d["batch"], seed=r, propagation_weight=d["propagation_weight"],
-                             tilt=d["design_tilt"], prior_design=d["prior_design"], design=d["design"])
-        estimates.append(kg_estimate(table))
+    estimates = [kg_estimate(simulate_default_run(setup, sweep, seed=r)) for r in range(RUNS)]
     return setup["truth"]["kg"], estimates, float(correct.mean())
 
 
@@ -66,16 +60,12 @@ def test_kg_interval_covers_when_the_run_stops_on_convergence():
     sweep = load_sweep("default")
     kg, sweep = sweep_graph(sweep, None)
     setup = replay_setup(sweep, kg)
-    d = run_defaults()
     convergence = (RUN_DEFAULTS["convergence_window"], RUN_DEFAULTS["convergence_tolerance"])
     assert convergence == (5, 0.01) and RUN_DEFAULTS["stop_on_convergence"] is True
     truth = setup["truth"]["kg"]
     covered, spent = [], []
     for r in range(150):
-        table = simulate_run(setup, sweep, sampler=d["sampler"], sampler_options={"design_fraction": d["design_fraction"]},
-                             budget=4096, batch=d["batch"], seed=r, propagation_weight=d["propagation_weight"],
-                             tilt=d["design_tilt"], prior_design=d["prior_design"], design=d["design"],
-                             convergence=convergence)
+        table = simulate_default_run(setup, sweep, seed=r, budget=4096, convergence=convergence)
         est = kg_estimate(table)
         covered.append(est.low <= truth <= est.high)
         spent.append(table.correct.size)

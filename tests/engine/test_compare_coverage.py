@@ -17,7 +17,7 @@ import pytest
 
 from kgprobe.compare import _difference, _floor_pairs
 from kgprobe.estimators import design_scores, kg_estimate
-from kgprobe.simulation.coverage import replay_setup, run_defaults, simulate_run
+from kgprobe.simulation.coverage import replay_setup, simulate_default_run
 from kgprobe.simulation.replay import sweep_graph
 from kgprobe.sweep import load_sweep
 
@@ -29,14 +29,9 @@ def _replayed_differences(sweep_a, sweep_b, runs=RUNS):
     for sweep in (sweep_a, sweep_b):
         kg, sweep = sweep_graph(sweep, None)
         sides.append((sweep, replay_setup(sweep, kg)))
-    d = run_defaults()
     out = []
     for r in range(runs):
-        tables = [simulate_run(setup, sweep, sampler=d["sampler"],
-                               sampler_options={"design_fraction": d["design_fraction"]}, budget=256,
-                               batch=d["batch"], seed=r, propagation_weight=d["propagation_weight"],
-                               tilt=d["design_tilt"], prior_design=d["prior_design"], design=d["design"])
-                  for sweep, setup in sides]
+        tables = [simulate_default_run(setup, sweep, seed=r) for sweep, setup in sides]
         ea, eb = (kg_estimate(t).as_dict() for t in tables)
         pairs = _floor_pairs(*tables)
         za, zb = (design_scores(tables[0]), design_scores(tables[1])) if pairs is not None else (None, None)
@@ -92,17 +87,12 @@ def test_runs_with_other_seeds_compare_unpaired_and_predicate_differences_cover(
     for name in ("default", "gemma3-270m"):
         kg, sweep = sweep_graph(load_sweep(name), None)
         sides.append((sweep, replay_setup(sweep, kg)))
-    d = run_defaults()
     truth_a, truth_b = sides[0][1]["truth"], sides[1][1]["truth"]
     truth_pred = {p: truth_a["predicate"][p] - truth_b["predicate"][p] for p in truth_a["predicate"]}
     truth_kg = truth_a["kg"] - truth_b["kg"]
     kg_covered, pred_covered = [], {}
     for r in range(RUNS):
-        tables = [simulate_run(setup, sweep, sampler=d["sampler"],
-                               sampler_options={"design_fraction": d["design_fraction"]}, budget=256,
-                               batch=d["batch"], seed=seed, propagation_weight=d["propagation_weight"],
-                               tilt=d["design_tilt"], prior_design=d["prior_design"], design=d["design"])
-                  for (sweep, setup), seed in zip(sides, (r, r + 10_000))]
+        tables = [simulate_default_run(setup, sweep, seed=seed) for (sweep, setup), seed in zip(sides, (r, r + 10_000))]
         assert _floor_pairs(*tables) is None
         ea, eb = (kg_estimate(t).as_dict() for t in tables)
         diff = _difference(ea, eb, group=False)
