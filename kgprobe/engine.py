@@ -257,6 +257,24 @@ def metrics_to_dict(m: Any) -> dict:
             for k, v in d.items()}
 
 
+def play_out(rounds: Iterator) -> None:
+    """Run a ``rounds()`` generator to its end.
+
+    A KeyboardInterrupt (Ctrl-C, or SIGTERM turned into one) that lands while the caller
+    holds control between two rounds is raised in the caller's frame, not the loop's; the
+    loop would then only be closed and record the run as ``stopped``. It is thrown into
+    the loop instead, which records ``interrupted`` as it does for an interrupt during a
+    round.
+    """
+    try:
+        for _ in rounds:
+            pass
+    except KeyboardInterrupt as exc:
+        if getattr(rounds, "gi_frame", None) is not None:  # suspended between rounds
+            rounds.throw(exc)
+        raise
+
+
 class Engine:
     """Plays rounds of a run against one model, recording everything in ``store``.
 
@@ -438,8 +456,7 @@ class Engine:
 
     def run(self) -> str:
         """Play every remaining round; return the stop reason."""
-        for _ in self.rounds():
-            pass
+        play_out(self.rounds())
         return self.stop_reason or ""
 
     def _finish(self, reason: str) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from kgprobe.engine import FINAL_REASONS, Engine, EngineConfig, Listener, RoundSummary, metrics_to_dict
+from kgprobe.engine import FINAL_REASONS, Engine, EngineConfig, Listener, RoundSummary, metrics_to_dict, play_out
 from kgprobe.errors import InputError, StoreError
 from kgprobe.inputs import RUN_SUFFIX
 from kgprobe.kg.graph import KnowledgeGraph
@@ -134,11 +134,18 @@ class Run:
         if self.engine is None:
             raise InputError(f"run {self.path} was opened read-only; use kgprobe.resume() to continue it")
         self._pkg = None
+        engine_rounds = self.engine.rounds()
         try:
-            for summary in self.engine.rounds():
+            for summary in engine_rounds:
                 self._pkg = None
                 self.discard_if_unplayed = False
                 yield summary
+        except KeyboardInterrupt as exc:
+            # One thrown in at the yield (engine.play_out) or landing here between rounds is
+            # the engine's to record: it marks the run interrupted, as inside a round.
+            if engine_rounds.gi_frame is not None:
+                engine_rounds.throw(exc)
+            raise
         except Exception:
             # An error, not an interruption: a run file with no answer in it would only
             # look like a run that measured nothing.
@@ -156,16 +163,14 @@ class Run:
         Jupyter notebook, a line per round (and at least every 10 s) otherwise.
         """
         if not progress or self.engine is None:
-            for _ in self.rounds():
-                pass
+            play_out(self.rounds())
             return self
         from kgprobe.live import progress_view
 
         with progress_view(self) as view:
             self.engine.subscribe(view)
             try:
-                for _ in self.rounds():
-                    pass
+                play_out(self.rounds())
             finally:
                 if view in self.engine.listeners:
                     self.engine.listeners.remove(view)

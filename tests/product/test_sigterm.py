@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import kgprobe
 from kgprobe.store import RunStore
@@ -65,3 +66,19 @@ def test_sigterm_marks_the_run_interrupted_and_resumable(tmp_path, countries, si
         assert np.array_equal(np.asarray(resumed.pkg.state_dict()[key]), np.asarray(value)), key
     assert [h["metrics"] for h in resumed.history()] == [h["metrics"] for h in reference.history()]
     resumed.close()
+
+
+def test_an_interrupt_between_rounds_marks_the_run_interrupted(tmp_path, countries, sim_model):
+    # Ctrl-C or SIGTERM can land while the caller holds control between two rounds, after
+    # one was handed out and before the next is asked for. Thrown into the loop there (what
+    # kgprobe.engine.play_out does with one raised in its own frame), it must reach the
+    # engine's loop and mark the run interrupted, not leave it merely "stopped".
+    path = tmp_path / "between.kgrun"
+    run = kgprobe.probe(countries, sim_model, store=path, lazy=True, **SETTINGS)
+    rounds = run.rounds()
+    assert next(rounds).round == 1
+    with pytest.raises(KeyboardInterrupt):
+        rounds.throw(KeyboardInterrupt())
+    run.close()
+    with RunStore.open(path) as ro:
+        assert (ro.status, ro.last_round()) == ("interrupted", 1)
