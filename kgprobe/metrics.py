@@ -162,8 +162,11 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     """Wilson score interval for a binomial proportion."""
     if n == 0:
         return float("nan"), float("nan")
-    z = float(norm.ppf(0.5 + confidence / 2))
-    p = successes / n
+    return _wilson_bounds(successes / n, n, float(norm.ppf(0.5 + confidence / 2)))
+
+
+def _wilson_bounds(p: float, n: float, z: float) -> tuple[float, float]:
+    """Wilson's score bounds for a proportion ``p`` of ``n`` draws at the normal quantile ``z``."""
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
@@ -197,14 +200,9 @@ def effective_wilson(estimate: float, se: float, n: int, q: float, *, all_right:
     if all_right or all_wrong:
         p = 1.0 if all_right else 0.0
     n_eff = p * (1.0 - p) / se ** 2 if 0.0 < p < 1.0 and se > 0 else float(n)
-    q2 = q * q
-    denom = 1.0 + q2 / n_eff
-    center = (p + q2 / (2.0 * n_eff)) / denom
-    half = q * math.sqrt(p * (1.0 - p) / n_eff + q2 / (4.0 * n_eff ** 2)) / denom
+    low, high = _wilson_bounds(p, n_eff, q)
     # At p = 1 (0) the upper (lower) bound is 1 (0) exactly; rounding would leave it just short.
-    low = 0.0 if p == 0.0 else max(0.0, center - half)
-    high = 1.0 if p == 1.0 else min(1.0, center + half)
-    return low, high
+    return (0.0 if p == 0.0 else low), (1.0 if p == 1.0 else high)
 
 
 def kg_accuracy_estimate(
