@@ -70,6 +70,9 @@ class AnswerCounts:
     keys: list[tuple[str, str, str]]
     right: np.ndarray
     total: np.ndarray
+    #: The probe method and full probe options the answers were recorded with (None: unknown).
+    method: str | None = None
+    probe_options: dict | None = None
 
 
 def triple_keys(kg, edges: np.ndarray) -> list[tuple[str, str, str]]:
@@ -118,6 +121,9 @@ class ItemPrior:
     shared_edges: int = 0
     #: How much the sources agree on which edges are hard (:func:`source_agreement`); 1 with one source.
     agreement: float = 1.0
+    #: Sources recorded with another method or other probe options than the run that uses
+    #: the prior, one line each (:func:`kgprobe.prior_sources.protocol_notes`).
+    protocol_notes: list[str] = field(default_factory=list)
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -228,7 +234,8 @@ class ItemPrior:
         diff = [None if not math.isfinite(x) else round(float(x), 6) for x in self.difficulty.tolist()]
         return json.dumps({"kg": self.kg_name, "difficulty": diff, "abilities": self.abilities,
                            "sources": self.sources, "strength": self.strength, "shared_edges": self.shared_edges,
-                           "agreement": self.agreement}, separators=(",", ":"))
+                           "agreement": self.agreement, "protocol_notes": self.protocol_notes},
+                          separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "ItemPrior":
@@ -237,7 +244,9 @@ class ItemPrior:
         return cls(d["kg"], diff, {k: float(v) for k, v in d["abilities"].items()}, list(d["sources"]),
                    float(d["strength"]), int(d["shared_edges"]),
                    # Priors stored before the agreement was measured shaped the design in full.
-                   float(d.get("agreement", 1.0)))
+                   float(d.get("agreement", 1.0)),
+                   # Priors stored before the sources' protocols were checked have no notes.
+                   list(d.get("protocol_notes", [])))
 
 
 def fit_prior(kg, sources: list[AnswerCounts], *, difficulty_sd: float = DIFFICULTY_SD) -> ItemPrior:

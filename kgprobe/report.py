@@ -378,6 +378,9 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
         status.append(["design share following the prior",
                        f"{asked * pr['agreement']:.2f} (--prior-design {asked:g} × the sources' agreement "
                        f"{pr['agreement']:.2f}, docs/priors.md)"])
+        # One row per source: a note holds a path and would be cut short in a shared cell.
+        for note in pr.get("protocol_notes") or []:
+            status.append(["prior source with another protocol (valid, may help less)", note])
     kg_base = data.get("kg_baseline") or {}
     overall = [
         ["KG-level accuracy, unbiased (all active edges)", est_txt],

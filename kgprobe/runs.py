@@ -387,13 +387,14 @@ class Run:
 
 
 def _prior_summary(text: str) -> dict | None:
-    """Sources, their abilities, shared edges and agreement of a run's item-response prior (None without one)."""
+    """Sources, their abilities, shared edges, agreement and protocol notes of a run's
+    item-response prior (None without one)."""
     if not text:
         return None
     d = json.loads(text)
     # Priors stored before the agreement was measured shaped the design in full (kgprobe.prior).
     return {"sources": d["sources"], "abilities": d["abilities"], "shared_edges": d["shared_edges"],
-            "agreement": float(d.get("agreement", 1.0))}
+            "agreement": float(d.get("agreement", 1.0)), "protocol_notes": list(d.get("protocol_notes", []))}
 
 
 class _StoreUpToRound:

@@ -37,8 +37,11 @@ def check_names(config: EngineConfig) -> None:
     make_sampler(config.sampler, **config.sampler_options)
 
 
-def fit_item_prior(kg: KnowledgeGraph, prior):
-    """The :class:`kgprobe.prior.ItemPrior` from ``prior`` references (None when there are none)."""
+def fit_item_prior(kg: KnowledgeGraph, prior, config: EngineConfig | None = None):
+    """The :class:`kgprobe.prior.ItemPrior` from ``prior`` references (None when there are none).
+
+    With the run's ``config``, sources recorded with another method or other probe options
+    are warned about and noted in the prior (:mod:`kgprobe.prior_sources`)."""
     if prior is None:
         return None
     refs = [prior] if isinstance(prior, (str, os.PathLike)) else list(prior)
@@ -46,14 +49,16 @@ def fit_item_prior(kg: KnowledgeGraph, prior):
         return None
     from kgprobe.prior_sources import prior_from_refs
 
-    return prior_from_refs(kg, [str(r) for r in refs])
+    if config is None:
+        return prior_from_refs(kg, [str(r) for r in refs])
+    return prior_from_refs(kg, [str(r) for r in refs], method=config.method, probe_options=config.probe_options)
 
 
 def check_run(kg: KnowledgeGraph, config: EngineConfig, prior=None):
     """Every check of a new run that needs no model; returns the fitted item prior (or None)."""
     config.validate(kg)
     check_names(config)
-    return fit_item_prior(kg, prior)
+    return fit_item_prior(kg, prior, config)
 
 
 def check_model(config: EngineConfig, model: LanguageModel) -> None:

@@ -126,7 +126,7 @@ def handle(args) -> int:
     from kgprobe.settings import RUN_DEFAULTS as DEFAULTS
     from kgprobe.errors import InputError
     from kgprobe.prior import fit_prior
-    from kgprobe.prior_sources import sweep_answers
+    from kgprobe.prior_sources import protocol_notes, sweep_answers
     from kgprobe.simulation.coverage import replay_coverage
     from kgprobe.simulation.replay import sweep_graph, sweep_on_kg
     from kgprobe.sweep import load_sweep, packaged_sweeps
@@ -164,9 +164,14 @@ def handle(args) -> int:
 
     per_model = {}
     loo, loo_uniform, base, split, split_uniform = [], [], [], [], []
+    mixed = False
     for i, (name, sw) in enumerate(zip(names, sweeps)):
         others = [sweep_answers(s, n) for j, (n, s) in enumerate(zip(names, sweeps)) if j != i]
         prior = fit_prior(kg, others)
+        # Held-out sweeps rendered otherwise than their sources (the paper's examples
+        # against balanced ones) show what such a prior gives, but say so.
+        notes = protocol_notes(others, sw.method, sw.probe_options)
+        mixed = mixed or bool(notes)
         with_prior = replay_coverage(sw, item_prior=prior, prior_design=design, **common)
         uniform = replay_coverage(sw, item_prior=prior, prior_design=0.0, **common)
         without = replay_coverage(sw, **common)
@@ -184,11 +189,14 @@ def handle(args) -> int:
             "model_mean_with_prior": with_prior["model-mean"],
             "bernoulli_variance": with_prior["bernoulli_variance"],
             "floor_within_3pt": design_floors(sw.theta(), m, design),
+            "protocol_notes": notes,
         }
         loo.append(hd); loo_uniform.append(ud); base.append(nd)
         line = (f"held out {name}: truth {with_prior['truth']:.3f}; prior from the others: within 3 pt "
                 f"{hd['within_3pt']:.2f} (uniform design {ud['within_3pt']:.2f}, no prior {nd['within_3pt']:.2f}), "
                 f"coverage {hd['coverage']:.2f}, half-width {hd['ci_halfwidth']:.4f}")
+        if notes:
+            line += f" (sources recorded otherwise: {len(notes)} of {len(others)})"
         if sw.passes >= 2:
             # The same model's first half of passes as the prior, its second half as the
             # truth: a prior as sharp as an earlier run of this very model.
@@ -222,6 +230,9 @@ def handle(args) -> int:
         "srs_halfwidth": pooled["srs_halfwidth"],
         "design_effect": pooled["design_effect"],
         "design": DEFAULTS["design"],
+        # True when some held-out sweep's sources were recorded with another method or
+        # other probe options (per_model[...]["protocol_notes"] names them).
+        "mixed_protocols": mixed,
         "uniform_design": _pooled(loo_uniform),
         "no_prior": _pooled(base),
         "split_half": ({**_pooled(split), "uniform_design": _pooled(split_uniform)} if split else None),

@@ -23,6 +23,7 @@ from kgprobe.commands.common import (  # noqa: F401  (load_config_file, settings
     prepare_process_for_models,
     resolve_kg_setting,
     settings_from_args,
+    short_warnings,
     with_round_timeout,
 )
 from kgprobe.commands.options import add_setting_arguments
@@ -52,6 +53,7 @@ def register(subparsers) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     prepare_process_for_models()
+    short_warnings()  # before the checks: a prior's sources are warned about there
     # Types, ranges and unknown keys are checked while resolving, before a run file exists.
     settings = settings_from_args(args)
     settings["model_options"] = with_round_timeout(settings["model_options"], settings.pop("round_timeout"))

@@ -419,7 +419,12 @@ def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 
         "ideal_frontier": weak_share_frontier(_theta(sweep), budget),
         "coverage_study": {"runs": runs, "budget": budget, "truth": out["truth"], "estimator": "ht-difference",
                            "sampler": d["sampler"], "design_fraction": d["design_fraction"], "design": d["design"],
-                           "design_wilson": out["design-wilson"], "group_coverage_min": out["group_coverage"]["min"]},
+                           # For contrast only: the old plain mean ignores the adaptive
+                           # design's unequal probabilities, so it is biased and under-covers.
+                           "design_wilson": {**out["design-wilson"],
+                                             "what": "naive: unweighted mean of the design probes, Wilson interval; "
+                                                     "biased under the adaptive design, not what a run reports"},
+                           "group_coverage_min": out["group_coverage"]["min"]},
     }
 
 

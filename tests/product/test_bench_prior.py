@@ -25,8 +25,8 @@ def test_design_floors_by_hand():
     assert design_floors(np.array([0.0, 1.0]), 32, 0.5) == {"uniform": 1.0, "neyman": 1.0, "prior_design": 1.0}
 
 
-def _sweep(path, model, edges, correct):
-    save_sweep(Sweep(kg="countries", kg_hash="x", method="zp-lke", probe_options={}, model=model,
+def _sweep(path, model, edges, correct, probe_options=None):
+    save_sweep(Sweep(kg="countries", kg_hash="x", method="zp-lke", probe_options=probe_options or {}, model=model,
                      passes=correct.shape[1], seed=0, edges=edges, correct=correct, gold_logprob=None,
                      best_wrong_logprob=None, made_by="test"), path)
     return str(path)
@@ -72,6 +72,28 @@ def test_leave_one_model_out_on_hand_made_sweeps(tmp_path, capsys):
     assert [(per[p]["source_agreement"], per[p]["prior_design_share"]) for p in paths] == [(0.0, 0.0)] * 3
     for key in ("uniform_design", "no_prior", "split_half"):
         assert set(out[key]) >= {"abs_error", "within_3pt", "coverage", "ci_halfwidth"}
+    # All three were recorded alike (before the examples option: the paper's examples).
+    assert out["mixed_protocols"] is False and [per[p]["protocol_notes"] for p in paths] == [[]] * 3
+
+
+def test_sources_recorded_with_other_probe_options_are_named(tmp_path, capsys):
+    kg = load_embedded_kg("countries")
+    edges = np.flatnonzero(kg.active)[:20]
+    right = np.zeros((20, 2), bool)
+    right[:10] = True
+    # a predates the examples option (the paper's examples); b was rendered with balanced ones.
+    a = _sweep(tmp_path / "a.npz", "a", edges, right)
+    b = _sweep(tmp_path / "b.npz", "b", edges, right, {"examples": "balanced", "num_examples": 20})
+    assert main(["bench", "prior", "--truth", a, b, "--runs", "1", "--budget", "16", "--batch", "8"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    out = json.loads(lines[-1])
+    assert out["mixed_protocols"] is True
+    # Each held-out sweep's source differs from it in the one option, named both ways round.
+    assert out["per_model"][a]["protocol_notes"] == [
+        f"{b!r} was recorded with examples=\"balanced\", this run uses examples=\"paper\""]
+    assert out["per_model"][b]["protocol_notes"] == [
+        f"{a!r} was recorded with examples=\"paper\", this run uses examples=\"balanced\""]
+    assert lines[0].startswith(f"held out {a}: ") and "(sources recorded otherwise: 1 of 1)" in lines[0]
 
 
 def test_one_sweep_is_not_enough(tmp_path, capsys):

@@ -151,6 +151,8 @@ def test_a_prior_from_another_model_starts_the_pkg_and_the_predictions(tmp_path,
     assert report_data(run)["prior"]["sources"] == [str(source)]
     run.close()
     assert prior.sources == [str(source)] and prior.shared_edges > 150
+    # Source and run were made with the same probe options: nothing to note.
+    assert prior.protocol_notes == []
     with RunStore.open(tmp_path / "b.kgrun") as store:
         probes = store.probe_arrays()
     r1 = probes["round"] == 1
@@ -163,6 +165,61 @@ def test_a_prior_from_another_model_starts_the_pkg_and_the_predictions(tmp_path,
     right_edges = np.unique(src["edge"][src["correct"]])
     wrong_only = np.setdiff1d(np.unique(src["edge"][~src["correct"]]), right_edges)
     assert prior.difficulty[right_edges].max() < prior.difficulty[wrong_only].min()
+
+
+def test_a_prior_recorded_with_other_probe_options_is_warned_about_and_reported(tmp_path, countries, theta):
+    import warnings
+
+    from kgprobe.prior import ItemPrior
+    from kgprobe.prior_sources import PriorProtocolWarning
+    from kgprobe.report import render_markdown, report_data
+    from kgprobe.simulation.model import SimulatedModel
+
+    # A run file rendered with the paper's ZP-LKE examples, and the packaged sweep of the
+    # default model (recorded before the option existed: the paper's examples too), as the
+    # prior of a run at today's defaults (balanced examples).
+    source = tmp_path / "paper.kgrun"
+    kgprobe.probe(countries, SimulatedModel(countries, theta, seed=5), budget=64, batch_size=32, seed=1,
+                  store=source, probe_options={"examples": "paper"}).close()
+    with pytest.warns(PriorProtocolWarning) as caught:
+        run = kgprobe.probe(countries, SimulatedModel(countries, theta, seed=11), budget=32, batch_size=32, seed=0,
+                            store=tmp_path / "b.kgrun", prior=[str(source), "default"])
+    notes = [f"{str(source)!r} was recorded with examples=\"paper\", this run uses examples=\"balanced\"",
+             "'default' was recorded with examples=\"paper\", this run uses examples=\"balanced\""]
+    assert [str(w.message) for w in caught if w.category is PriorProtocolWarning] == [
+        f"the prior source {n}; its answers may predict this run's less well (the estimates stay valid, the "
+        "interval may narrow less)" for n in notes]
+    # The notes are stored with the prior, so the report (and a resumed run) shows them.
+    assert ItemPrior.from_json(run.store.meta("item_prior")).protocol_notes == notes
+    data = report_data(run)
+    run.close()
+    assert data["prior"]["protocol_notes"] == notes
+    from kgprobe.report import _md_escape
+
+    markdown = render_markdown(data, {})
+    for note in notes:
+        assert f"| prior source with another protocol (valid, may help less) | {_md_escape(note)} |" in markdown
+    # The packaged Qwen2.5-Coder-1.5B sweep was recorded with balanced examples: no warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PriorProtocolWarning)
+        run = kgprobe.probe(countries, SimulatedModel(countries, theta, seed=11), budget=32, batch_size=32, seed=0,
+                            store=tmp_path / "c.kgrun", prior="qwen2.5-coder-1.5b-instruct")
+    assert report_data(run)["prior"]["protocol_notes"] == []
+    run.close()
+
+
+def test_the_command_line_warns_in_one_line_before_any_model_is_loaded(tmp_path):
+    # --out is a file, so the run stops at the output check, after the prior's checks.
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-m", "kgprobe.cli", "run", "--prior", "default", "--out", str(blocker)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.splitlines()[0] == (
+        "kgprobe: warning: the prior source 'default' was recorded with examples=\"paper\", this run uses "
+        "examples=\"balanced\"; its answers may predict this run's less well (the estimates stay valid, the "
+        "interval may narrow less)")
 
 
 @pytest.mark.slow
