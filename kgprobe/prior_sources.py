@@ -111,11 +111,13 @@ def protocol_notes(sources: list[AnswerCounts], method: str, probe_options: dict
     was made with, :func:`kgprobe.settings.recorded_probe_options`); empty when all agree.
 
     E.g. ``'default' was recorded with examples='paper', this run uses examples='balanced'``.
-    Sources of unknown protocol are not noted.
+    Sources of unknown protocol are not noted. Options are compared key by key as
+    ``kgprobe compare`` compares two runs (:func:`kgprobe.protocol.protocol_differences`).
     """
+    from kgprobe.protocol import protocol_differences
     from kgprobe.settings import recorded_probe_options
 
-    ours = recorded_probe_options(method, probe_options)
+    ours = {"probe_options": recorded_probe_options(method, probe_options)}
     notes = []
     for src in sources:
         if src.method is None:
@@ -123,10 +125,11 @@ def protocol_notes(sources: list[AnswerCounts], method: str, probe_options: dict
         if src.method != method:
             notes.append(f"{src.source!r} was recorded with the method {src.method!r}, this run uses {method!r}")
             continue
-        theirs = recorded_probe_options(src.method, src.probe_options or {})
-        keys = [k for k in sorted(set(ours) | set(theirs)) if ours.get(k) != theirs.get(k)]
-        if keys:
+        theirs = {"probe_options": recorded_probe_options(src.method, src.probe_options or {})}
+        diffs = protocol_differences(theirs, ours, fields=("probe_options",))
+        if diffs:
+            keys = [d.field.removeprefix("probe_options.") for d in diffs]
             notes.append(f"{src.source!r} was recorded with "
-                         + ", ".join(f"{k}={json.dumps(theirs.get(k))}" for k in keys)
-                         + ", this run uses " + ", ".join(f"{k}={json.dumps(ours.get(k))}" for k in keys))
+                         + ", ".join(f"{k}={json.dumps(d.a)}" for k, d in zip(keys, diffs))
+                         + ", this run uses " + ", ".join(f"{k}={json.dumps(d.b)}" for k, d in zip(keys, diffs)))
     return notes

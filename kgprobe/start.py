@@ -49,9 +49,8 @@ def fit_item_prior(kg: KnowledgeGraph, prior, config: EngineConfig | None = None
         return None
     from kgprobe.prior_sources import prior_from_refs
 
-    if config is None:
-        return prior_from_refs(kg, [str(r) for r in refs])
-    return prior_from_refs(kg, [str(r) for r in refs], method=config.method, probe_options=config.probe_options)
+    return prior_from_refs(kg, [str(r) for r in refs], method=None if config is None else config.method,
+                           probe_options=None if config is None else config.probe_options)
 
 
 def check_run(kg: KnowledgeGraph, config: EngineConfig, prior=None):

@@ -164,14 +164,12 @@ def handle(args) -> int:
 
     per_model = {}
     loo, loo_uniform, base, split, split_uniform = [], [], [], [], []
-    mixed = False
     for i, (name, sw) in enumerate(zip(names, sweeps)):
         others = [sweep_answers(s, n) for j, (n, s) in enumerate(zip(names, sweeps)) if j != i]
         prior = fit_prior(kg, others)
         # Held-out sweeps rendered otherwise than their sources (the paper's examples
         # against balanced ones) show what such a prior gives, but say so.
         notes = protocol_notes(others, sw.method, sw.probe_options)
-        mixed = mixed or bool(notes)
         with_prior = replay_coverage(sw, item_prior=prior, prior_design=design, **common)
         uniform = replay_coverage(sw, item_prior=prior, prior_design=0.0, **common)
         without = replay_coverage(sw, **common)
@@ -232,7 +230,7 @@ def handle(args) -> int:
         "design": DEFAULTS["design"],
         # True when some held-out sweep's sources were recorded with another method or
         # other probe options (per_model[...]["protocol_notes"] names them).
-        "mixed_protocols": mixed,
+        "mixed_protocols": any(row["protocol_notes"] for row in per_model.values()),
         "uniform_design": _pooled(loo_uniform),
         "no_prior": _pooled(base),
         "split_half": ({**_pooled(split), "uniform_design": _pooled(split_uniform)} if split else None),

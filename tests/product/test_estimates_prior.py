@@ -172,7 +172,7 @@ def test_a_prior_recorded_with_other_probe_options_is_warned_about_and_reported(
 
     from kgprobe.prior import ItemPrior
     from kgprobe.prior_sources import PriorProtocolWarning
-    from kgprobe.report import render_markdown, report_data
+    from kgprobe.report import _md_escape, render_markdown, report_data
     from kgprobe.simulation.model import SimulatedModel
 
     # A run file rendered with the paper's ZP-LKE examples, and the packaged sweep of the
@@ -194,8 +194,6 @@ def test_a_prior_recorded_with_other_probe_options_is_warned_about_and_reported(
     data = report_data(run)
     run.close()
     assert data["prior"]["protocol_notes"] == notes
-    from kgprobe.report import _md_escape
-
     markdown = render_markdown(data, {})
     for note in notes:
         assert f"| prior source with another protocol (valid, may help less) | {_md_escape(note)} |" in markdown
