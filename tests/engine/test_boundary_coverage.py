@@ -12,7 +12,6 @@ size does not (:func:`kgprobe.metrics.effective_wilson`).
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -22,19 +21,19 @@ from kgprobe.simulation.coverage import replay_setup, simulate_default_run
 from kgprobe.simulation.replay import sweep_graph
 from kgprobe.sweep import load_sweep
 
+from .conftest import turned_right
+
 RUNS = 200
 
 
 @pytest.fixture(scope="module")
 def strong_runs():
     base = load_sweep("default")
-    rng = np.random.default_rng(1)
-    correct = base.correct | (rng.random(base.correct.shape) < 0.95)
-    sweep = dataclasses.replace(base, correct=correct, gold_logprob=None, best_wrong_logprob=None)
-    kg, sweep = sweep_graph(sweep, None)
+    strong = turned_right(base, 0.95, np.random.default_rng(1))
+    kg, sweep = sweep_graph(strong, None)
     setup = replay_setup(sweep, kg)
     estimates = [kg_estimate(simulate_default_run(setup, sweep, seed=r)) for r in range(RUNS)]
-    return setup["truth"]["kg"], estimates, float(correct.mean())
+    return setup["truth"]["kg"], estimates, float(strong.correct.mean())
 
 
 def test_strong_model_replays_keep_the_kg_interval_coverage(strong_runs):

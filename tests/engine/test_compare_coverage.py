@@ -10,7 +10,6 @@ accuracies.
 
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -20,6 +19,8 @@ from kgprobe.estimators import design_scores, kg_estimate
 from kgprobe.simulation.coverage import replay_setup, simulate_default_run
 from kgprobe.simulation.replay import sweep_graph
 from kgprobe.sweep import load_sweep
+
+from .conftest import turned_right
 
 RUNS = 200
 
@@ -69,8 +70,7 @@ def test_two_strong_models_compare_with_coverage_near_the_boundary():
     # right on the same edges, the case where normal intervals on each side undercover.
     base = load_sweep("default")
     rng = np.random.default_rng(1)
-    sweeps = [dataclasses.replace(base, correct=base.correct | (rng.random(base.correct.shape) < p),
-                                  gold_logprob=None, best_wrong_logprob=None) for p in (0.95, 0.85)]
+    sweeps = [turned_right(base, p, rng) for p in (0.95, 0.85)]
     truth, out = _replayed_differences(*sweeps)
     assert truth == pytest.approx(sweeps[0].accuracy() - sweeps[1].accuracy())
     assert all(paired for paired, _, _ in out)
