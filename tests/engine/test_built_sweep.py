@@ -61,8 +61,19 @@ def test_third_built_sweep_matches_its_kg_exactly():
     assert (gemma.passes, int(gemma.correct.sum())) == (3, 2716)  # of 1140 x 3 = 3420 answers
 
 
+def test_fourth_built_sweep_matches_its_kg_exactly():
+    kg, sweep, edges, per_predicate = _built("geo-five.jsonl.gz", "geo-five-default.npz")
+    assert (len(edges), sweep.passes) == (723, 6)
+    assert int(sweep.correct.sum()) == 2543  # of 723 x 6 = 4338 answers
+    assert per_predicate.most_common(3) == [("P17", 551), ("P47", 76), ("P37", 30)]
+    assert sorted(per_predicate.values())[:4] == [5, 5, 5, 6]
+    # Recorded with the run's current probe options: balanced ZP-LKE examples.
+    assert sweep.probe_options["examples"] == "balanced"
+
+
 def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
     built = {p.stem for p in BUILT.glob("*.npz")}
     assert built == {"geo-skew-default", "geo-four-default", "geo-four-gemma3-270m",
-                     "geo-four-qwen2.5-coder-0.5b-instruct", "geo-six-default", "geo-six-gemma3-270m"}
+                     "geo-four-qwen2.5-coder-0.5b-instruct", "geo-six-default", "geo-six-gemma3-270m",
+                     "geo-five-default"}
     assert not built & set(packaged_sweeps())
