@@ -69,11 +69,15 @@ def test_fourth_built_sweep_matches_its_kg_exactly():
     assert sorted(per_predicate.values())[:4] == [5, 5, 5, 6]
     # Recorded with the run's current probe options: balanced ZP-LKE examples.
     assert sweep.probe_options["examples"] == "balanced"
+    # Gemma-3-270m's answers on the same KG and edges.
+    gemma = load_sweep(BUILT / "geo-five-gemma3-270m.npz")
+    assert sorted(_edges(gemma, kg).tolist()) == sorted(edges.tolist())
+    assert (gemma.passes, int(gemma.correct.sum())) == (3, 1460)  # of 723 x 3 = 2169 answers
 
 
 def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
     built = {p.stem for p in BUILT.glob("*.npz")}
     assert built == {"geo-skew-default", "geo-four-default", "geo-four-gemma3-270m",
                      "geo-four-qwen2.5-coder-0.5b-instruct", "geo-six-default", "geo-six-gemma3-270m",
-                     "geo-five-default"}
+                     "geo-five-default", "geo-five-gemma3-270m"}
     assert not built & set(packaged_sweeps())
