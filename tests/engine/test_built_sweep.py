@@ -4,6 +4,8 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import kgprobe
 from kgprobe.kg.formats import load_kg
 from kgprobe.sweep import load_sweep, packaged_sweeps
@@ -26,53 +28,37 @@ def _built(kg_file: str, sweep_file: str):
     return kg, sweep, edges, Counter(kg.triple(int(j)).predicate for j in edges)
 
 
-def test_built_sweep_matches_its_kg_exactly():
-    _, sweep, edges, per_predicate = _built("geo-skew.jsonl.gz", "geo-skew-default.npz")
-    assert (len(edges), sweep.passes) == (311, 4)
-    assert int(sweep.correct.sum()) == 920  # 920 of 311 x 4 = 1244 answers right
-    assert per_predicate.most_common(3) == [("P17", 232), ("P47", 46), ("P37", 7)]
-    assert sorted(per_predicate.values())[:6] == [3, 3, 3, 3, 3, 5]
+#: Each built KG, its default model's sweep and the other models' sweeps on the same edges,
+#: with counts read off the files by hand: (edges, passes, answers right), the three
+#: largest predicates, the smallest predicates' sizes, {other sweep: (passes, right)}.
+BUILT_SWEEPS = [
+    # 920 of 311 x 4 = 1,244 answers right; recorded before ZP-LKE's examples were an option.
+    ("geo-skew", (311, 4, 920), [("P17", 232), ("P47", 46), ("P37", 7)], [3, 3, 3, 3, 3, 5], {}),
+    # of 487 x 6 = 2,922; Gemma of 487 x 4 = 1,948, Qwen of 1,948.
+    ("geo-four", (487, 6, 1878), [("P17", 365), ("P47", 52), ("P37", 18)], [4, 5, 6],
+     {"geo-four-gemma3-270m": (4, 1529), "geo-four-qwen2.5-coder-0.5b-instruct": (4, 619)}),
+    # of 1,140 x 5 = 5,700; Gemma of 1,140 x 3 = 3,420.
+    ("geo-six", (1140, 5, 3524), [("P17", 960), ("P47", 91), ("P37", 23)], [1, 7, 7, 7],
+     {"geo-six-gemma3-270m": (3, 2716)}),
+    # of 723 x 6 = 4,338; Gemma of 723 x 3 = 2,169.
+    ("geo-five", (723, 6, 2543), [("P17", 551), ("P47", 76), ("P37", 30)], [5, 5, 5, 6],
+     {"geo-five-gemma3-270m": (3, 1460)}),
+]
 
 
-def test_second_built_sweep_matches_its_kg_exactly():
-    kg, sweep, edges, per_predicate = _built("geo-four.jsonl.gz", "geo-four-default.npz")
-    assert (len(edges), sweep.passes) == (487, 6)
-    assert int(sweep.correct.sum()) == 1878  # of 487 x 6 = 2922 answers
-    assert per_predicate.most_common(3) == [("P17", 365), ("P47", 52), ("P37", 18)]
-    assert sorted(per_predicate.values())[:3] == [4, 5, 6]
-    # Gemma-3-270m's answers on the same KG and edges.
-    gemma = load_sweep(BUILT / "geo-four-gemma3-270m.npz")
-    assert sorted(_edges(gemma, kg).tolist()) == sorted(edges.tolist())
-    assert (gemma.passes, int(gemma.correct.sum())) == (4, 1529)  # of 487 x 4 = 1948 answers
-    qwen = load_sweep(BUILT / "geo-four-qwen2.5-coder-0.5b-instruct.npz")
-    assert sorted(_edges(qwen, kg).tolist()) == sorted(edges.tolist())
-    assert (qwen.passes, int(qwen.correct.sum())) == (4, 619)  # of 1948
-
-
-def test_third_built_sweep_matches_its_kg_exactly():
-    kg, sweep, edges, per_predicate = _built("geo-six.jsonl.gz", "geo-six-default.npz")
-    assert (len(edges), sweep.passes) == (1140, 5)
-    assert int(sweep.correct.sum()) == 3524  # of 1140 x 5 = 5700 answers
-    assert per_predicate.most_common(3) == [("P17", 960), ("P47", 91), ("P37", 23)]
-    assert sorted(per_predicate.values())[:4] == [1, 7, 7, 7]
-    # Gemma-3-270m's answers on the same KG and edges.
-    gemma = load_sweep(BUILT / "geo-six-gemma3-270m.npz")
-    assert sorted(_edges(gemma, kg).tolist()) == sorted(edges.tolist())
-    assert (gemma.passes, int(gemma.correct.sum())) == (3, 2716)  # of 1140 x 3 = 3420 answers
-
-
-def test_fourth_built_sweep_matches_its_kg_exactly():
-    kg, sweep, edges, per_predicate = _built("geo-five.jsonl.gz", "geo-five-default.npz")
-    assert (len(edges), sweep.passes) == (723, 6)
-    assert int(sweep.correct.sum()) == 2543  # of 723 x 6 = 4338 answers
-    assert per_predicate.most_common(3) == [("P17", 551), ("P47", 76), ("P37", 30)]
-    assert sorted(per_predicate.values())[:4] == [5, 5, 5, 6]
-    # Recorded with the run's current probe options: balanced ZP-LKE examples.
-    assert sweep.probe_options["examples"] == "balanced"
-    # Gemma-3-270m's answers on the same KG and edges.
-    gemma = load_sweep(BUILT / "geo-five-gemma3-270m.npz")
-    assert sorted(_edges(gemma, kg).tolist()) == sorted(edges.tolist())
-    assert (gemma.passes, int(gemma.correct.sum())) == (3, 1460)  # of 723 x 3 = 2169 answers
+@pytest.mark.parametrize(("name", "counts", "largest", "smallest", "others"), BUILT_SWEEPS,
+                         ids=[row[0] for row in BUILT_SWEEPS])
+def test_built_sweep_matches_its_kg_exactly(name, counts, largest, smallest, others):
+    kg, sweep, edges, per_predicate = _built(f"{name}.jsonl.gz", f"{name}-default.npz")
+    assert (len(edges), sweep.passes, int(sweep.correct.sum())) == counts
+    assert per_predicate.most_common(3) == largest
+    assert sorted(per_predicate.values())[:len(smallest)] == smallest
+    # Every other model answered exactly the same edges of the same KG.
+    for other, (passes, right) in others.items():
+        answers = load_sweep(BUILT / f"{other}.npz")
+        assert sorted(_edges(answers, kg).tolist()) == sorted(edges.tolist())
+        assert (answers.passes, int(answers.correct.sum())) == (passes, right)
+        assert answers.probe_options["examples"] == "balanced"
 
 
 def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
