@@ -40,9 +40,9 @@ BUILT_SWEEPS = [
     # of 1,140 x 5 = 5,700; Gemma of 1,140 x 3 = 3,420.
     ("geo-six", (1140, 5, 3524), [("P17", 960), ("P47", 91), ("P37", 23)], [1, 7, 7, 7],
      {"geo-six-gemma3-270m": (3, 2716)}),
-    # of 723 x 6 = 4,338; Gemma of 723 x 3 = 2,169.
+    # of 723 x 6 = 4,338; Gemma of 723 x 3 = 2,169, Qwen of 2,169.
     ("geo-five", (723, 6, 2543), [("P17", 551), ("P47", 76), ("P37", 30)], [5, 5, 5, 6],
-     {"geo-five-gemma3-270m": (3, 1460)}),
+     {"geo-five-gemma3-270m": (3, 1460), "geo-five-qwen2.5-coder-0.5b-instruct": (3, 1029)}),
 ]
 
 
@@ -65,5 +65,5 @@ def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
     built = {p.stem for p in BUILT.glob("*.npz")}
     assert built == {"geo-skew-default", "geo-four-default", "geo-four-gemma3-270m",
                      "geo-four-qwen2.5-coder-0.5b-instruct", "geo-six-default", "geo-six-gemma3-270m",
-                     "geo-five-default", "geo-five-gemma3-270m"}
+                     "geo-five-default", "geo-five-gemma3-270m", "geo-five-qwen2.5-coder-0.5b-instruct"}
     assert not built & set(packaged_sweeps())
