@@ -86,9 +86,9 @@ class EngineConfig:
     design_tilt: float = run_spec.default("design_tilt")
     prior_design: float = run_spec.default("prior_design")
     design: str = run_spec.default("design")
-    design_pacing: str = "budget"
-    """How the design's stratum minimums are paced (kgprobe.sampling.design.PACINGS; not a
-    run setting): recorded so that a run file keeps the rule it was played with."""
+    design_pacing: str = "capped"
+    """How the design's stratum minimums are set and paced (kgprobe.sampling.design.PACINGS;
+    not a run setting): recorded so that a run file keeps the rule it was played with."""
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> "EngineConfig":
@@ -117,6 +117,16 @@ class EngineConfig:
         if "prior" in d:
             d["prior"] = tuple(d["prior"])
         return cls(**d)
+
+    def design_draws(self, sampler: Sampler) -> float | None:
+        """The run's design draws as far as the settings bound them: the budget or the
+        round limit's batches, whichever is less, times the sampler's design fraction;
+        None when neither bounds the run."""
+        bounds = [b for b in (self.budget, None if self.round_limit is None else self.round_limit * self.batch_size)
+                  if b is not None]
+        if not bounds:
+            return None
+        return float(min(bounds)) * float(getattr(sampler, "design_fraction", 1.0))
 
     @property
     def round_limit(self) -> int | None:
@@ -367,7 +377,7 @@ class Engine:
         if config.design != "uniform" and config.sampler not in UNTILTED_SAMPLERS:
             engine.design_plan = DesignPlan(config.design, engine._labels["predicate"][0],
                                             engine._labels["group"][0], kg.active, base=engine.design_base,
-                                            pacing=config.design_pacing)
+                                            pacing=config.design_pacing, draws=config.design_draws(sampler))
         engine._restore()
         return engine
 

@@ -9,7 +9,8 @@ the round's answers (it may depend on every earlier answer). That is all the est
   uniform`` keeps.
 * ``stratified`` — the uniform design with a minimum allocation per stratum: every
   predicate and every subject group gets about :data:`MIN_STRATUM_DRAWS` expected
-  design draws over the run (the first :data:`FIRST_DRAWS` within
+  design draws over the run, fewer where the budget makes that costly (:func:`run_minimum`;
+  the first :data:`FIRST_DRAWS` within
   :data:`MINIMUM_ROUNDS` rounds, the rest spread evenly over the rounds the budget
   leaves), the rest of the draws proportional to size. Drawn by systematic sampling over
   the edges ordered by predicate (strata and edges in random order), so a predicate gets
@@ -54,10 +55,21 @@ MINIMUM_ROUNDS = 2
 #: a round whose floor is half minimums has a noisier floor estimate, and the KG
 #: interval pays for that unevenly spread more than for the same draws spread evenly.
 FIRST_DRAWS = 2
-#: How stratum minimums are paced. ``budget``: as above, each part of a round carrying its
-#: share. ``early``: what a stratum lacked over the next :data:`MINIMUM_ROUNDS` rounds,
-#: all in the floor — the rule of run files written before, which resume with it.
-PACINGS = ("budget", "early")
+#: The most of a run's design draws the stratum minimums may take beyond what a share of
+#: draws proportional to the strata's sizes would give them. Those extra draws come from
+#: the large strata, so the KG interval widens by about half this share at most
+#: (:func:`run_minimum`); beyond it a small stratum gets fewer than
+#: :data:`MIN_STRATUM_DRAWS`, never fewer than :data:`FIRST_DRAWS`.
+MINIMUM_COST = 0.05
+#: How stratum minimums are set and paced. ``capped``: the run's minimum per stratum from
+#: :func:`run_minimum` (its cost capped at :data:`MINIMUM_COST` of the design draws), the
+#: first :data:`FIRST_DRAWS` over :data:`MINIMUM_ROUNDS` rounds and the rest evenly over
+#: the rounds the budget leaves, each part of a round carrying its share. ``budget``: the
+#: same with :data:`MIN_STRATUM_DRAWS` whatever it costs — the rule of run files written
+#: before ``capped``. ``early``: what a stratum lacked over the next
+#: :data:`MINIMUM_ROUNDS` rounds, all in the floor — the rule of run files written
+#: before ``budget``. A run file resumes with the rule it was played with.
+PACINGS = ("capped", "budget", "early")
 #: Share of an adaptive round's design draws in the floor (shared across models).
 FLOOR_SHARE = 0.35
 #: Within the lean part, the share λ that follows the scores (the rest is uniform, which
@@ -118,6 +130,37 @@ def stratum_minimums(counts: np.ndarray, sizes: np.ndarray, rounds_left: int, k:
     if total > MINIMUM_SHARE * k and total > 0:
         need *= MINIMUM_SHARE * k / total
     return need
+
+
+def run_minimum(sizes, n_active: int, draws: float | None, *, target: float = MIN_STRATUM_DRAWS,
+                least: float = FIRST_DRAWS, cost: float = MINIMUM_COST) -> float:
+    """The design draws each stratum gets over a run: ``target``, or less where that costs more.
+
+    ``sizes``: active edges per stratum, one array per kind of stratum (predicates,
+    subject groups); ``draws``: the run's design draws (None: not known, ``target``). A
+    stratum of ``N_h`` edges gets about ``draws·N_h/N`` draws by proportion; the
+    minimum ``m`` asks ``min(m, N_h)``, and the excess summed over strata (a draw in a
+    small predicate and a small group counted twice, so on the safe side) may be at most
+    ``cost·draws``. Returns the largest ``m`` in [``least``, ``target``] within that
+    cost, ``least`` when even that costs more (an interval needs ``least`` draws).
+    """
+    if draws is None or draws <= 0 or n_active <= 0:
+        return float(target)
+    arrays = [np.asarray(s, dtype=np.float64) for s in sizes]
+
+    def excess(m: float) -> float:
+        return sum(float(np.clip(np.minimum(m, s) - draws * s / n_active, 0.0, None)[s > 0].sum()) for s in arrays)
+
+    allowed = cost * draws
+    if excess(target) <= allowed:
+        return float(target)
+    if excess(least) >= allowed:
+        return float(least)
+    low, high = float(least), float(target)
+    for _ in range(40):  # excess(m) is continuous and increasing in m
+        mid = (low + high) / 2
+        low, high = (mid, high) if excess(mid) <= allowed else (low, mid)
+    return low
 
 
 def stratified_probabilities(active: np.ndarray, k: float, strata: list[tuple[np.ndarray, np.ndarray]],
@@ -215,7 +258,7 @@ class RoundDesign:
         # Each part carries its share of the stratum minimums: the KG estimate mixes the
         # parts by their draws, and minimums spent in one part only make that part's
         # estimate noisier than the same minimums spread over both.
-        floor_minimums = k_floor / k if plan.pacing == "budget" else 1.0
+        floor_minimums = 1.0 if plan.pacing == "early" else k_floor / k
         pi_f = plan.floor_probabilities(k_floor, self.rounds_left, share=floor_minimums)
         floor = draw_by_strata(pi_f, plan.predicate, self.floor_rng)
         for e in floor.tolist():
@@ -245,11 +288,15 @@ class DesignPlan:
     (:meth:`record`), per part, set each round's stratum minimums of that part. The
     floor's depend on the floor draws only, which are the same for every model given the
     seed, so the floor stays shared; the lean's on the lean draws.
+
+    ``draws``: the run's design draws when known (its budget times the design fraction);
+    under the ``capped`` pacing they set ``min_draws`` by :func:`run_minimum`, from the
+    KG and the budget only, so two models' runs with the same settings share it.
     """
 
     def __init__(self, design: str, predicate: np.ndarray, group: np.ndarray, active: np.ndarray, *,
                  floor_share: float = FLOOR_SHARE, lean: float = LEAN, min_draws: float = MIN_STRATUM_DRAWS,
-                 base: np.ndarray | None = None, pacing: str = "budget"):
+                 base: np.ndarray | None = None, pacing: str = "capped", draws: float | None = None):
         self.design = check_design(design)
         if pacing not in PACINGS:
             raise ValueError(f"unknown pacing of stratum minimums {pacing!r}; one of {PACINGS}")
@@ -263,6 +310,9 @@ class DesignPlan:
         self._labels = (("predicate", self.predicate), ("group", self.group))
         self._sizes = {kind: np.bincount(lab[self.active], minlength=int(lab.max()) + 1 if lab.size else 1)
                        for kind, lab in self._labels}
+        if pacing == "capped":
+            self.min_draws = run_minimum(list(self._sizes.values()), int(self.active.sum()), draws,
+                                         target=self.min_draws)
         self.counts = {kind: np.zeros(s.size, dtype=np.float64) for kind, s in self._sizes.items()}
         self.lean_counts = {kind: np.zeros(s.size, dtype=np.float64) for kind, s in self._sizes.items()}
 

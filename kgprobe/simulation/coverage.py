@@ -132,7 +132,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     plan = None
     if design != "uniform" and sampler not in UNTILTED_SAMPLERS:
         plan = DesignPlan(design, setup["labels"]["predicate"][0], setup["labels"]["group"][0], setup["active"],
-                          base=base)
+                          base=base, draws=budget * float(getattr(smp, "design_fraction", 1.0)))
     oracle = make_oracle(sweep, seed) if oracle is None else oracle
     rng = np.random.default_rng([seed, 5])
     cols: dict[str, list] = {k: [] for k in ("correct", "design", "predicted", "inclusion", "round", "edge",

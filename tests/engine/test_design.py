@@ -16,6 +16,7 @@ from kgprobe.sampling.design import (
     DesignPlan,
     draw_by_strata,
     rounds_to_come,
+    run_minimum,
     stratified_probabilities,
     stratum_minimums,
 )
@@ -60,6 +61,42 @@ def test_rounds_to_come_count_this_round_by_the_budget_and_the_round_limit():
     assert [rounds_to_come(q, 32) for q in (96, 95, 97, 1)] == [3, 3, 4, 1]
     assert rounds_to_come(96, 32, 2) == 2 and rounds_to_come(None, 32, 5) == 5
     assert rounds_to_come(None, 32) is None
+
+
+def test_run_minimum_caps_what_the_small_strata_cost_by_hand():
+    # 100 edges: predicates of 90, 5 and 5; 40 design draws. By proportion a 5-edge
+    # predicate gets 40·5/100 = 2 draws, so a minimum m costs 2·(m − 2) extra draws, at
+    # most 0.05·40 = 2: m = 3. A larger budget (80 draws: 4 each by proportion) costs
+    # nothing at the full 4; an unknown budget keeps 4.
+    predicates = np.array([90, 5, 5])
+    one_group = np.array([100])
+    assert run_minimum([predicates, one_group], 100, 40) == pytest.approx(3.0, abs=1e-9)
+    assert run_minimum([predicates, one_group], 100, 80) == 4.0
+    assert run_minimum([predicates, one_group], 100, None) == 4.0
+    # A small subject group counts as well: groups of 95 and 5 edges make a third stratum
+    # of 5 edges, so 3·(m − 2) ≤ 2 gives m = 2 + 2/3.
+    assert run_minimum([predicates, np.array([95, 5])], 100, 40) == pytest.approx(8 / 3, abs=1e-9)
+    # Twenty one-edge predicates: each asks min(m, 1) = 1 against 40/100 = 0.4 by
+    # proportion, 12 extra draws whatever m is, more than 2: the least an interval needs.
+    many = np.array([80] + [1] * 20)
+    assert run_minimum([many, one_group], 100, 40) == 2.0
+
+
+def test_a_capped_plan_sets_its_minimum_from_the_kg_and_the_budget_and_older_rules_keep_four():
+    predicate = np.array([0] * 90 + [1] * 5 + [2] * 5)
+    group = np.zeros(100, int)
+    active = np.ones(100, bool)
+    assert DesignPlan("adaptive", predicate, group, active, draws=40).min_draws == pytest.approx(3.0, abs=1e-9)
+    assert DesignPlan("adaptive", predicate, group, active).min_draws == 4.0
+    for older in ("budget", "early"):
+        assert DesignPlan("adaptive", predicate, group, active, pacing=older, draws=40).min_draws == 4.0
+    # The floor of a round of 10 draws (floor share 0.35: 4 draws) in a run of 4 rounds
+    # carries 4/10 of the minimum of 3: each small predicate needs max(0.8/2, 1.2/4) = 0.4
+    # against 4·5/100 = 0.2 by proportion, so its five edges get 0.08 each and the other
+    # 90 share the remaining 3.2.
+    plan = DesignPlan("adaptive", predicate, group, active, draws=40)
+    pi_f = plan.floor_probabilities(4, rounds_left=4, share=0.4)
+    assert pi_f == pytest.approx([3.2 / 90] * 90 + [0.08] * 10)
 
 
 def test_each_part_of_an_adaptive_round_carries_its_share_of_the_minimums():

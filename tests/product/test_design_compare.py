@@ -84,8 +84,11 @@ def test_a_run_file_that_names_the_design_share_audit_fraction_reads_and_resumes
     from kgprobe.protocol import protocol_differences
     from kgprobe.store import RunStore
 
-    settings = dict(budget=64, batch_size=32, seed=0, sampler="thompson", design_fraction=0.25, progress=False,
-                    report=False)
+    # The uniform design: the stratified and adaptive designs pace their stratum minimums by
+    # the budget, so a first round played under a budget of 32 may draw otherwise than one
+    # under 64, and this test is about the option's name only.
+    settings = dict(budget=64, batch_size=32, seed=0, sampler="thompson", design_fraction=0.25, design="uniform",
+                    progress=False, report=False)
     reference = kgprobe.probe(countries, sim_model, store=tmp_path / "ref.kgrun", **settings)
     kgprobe.probe(countries, sim_model, store=tmp_path / "old.kgrun", **{**settings, "budget": 32}).close()
     # What a run file written before the rename holds: the sampler option under its old name
@@ -162,17 +165,21 @@ def test_a_focus_run_recorded_before_the_top_share_value_resumes_as_it_was_playe
 
 def test_the_floor_spreads_the_stratum_minimums_over_the_rounds_the_budget_leaves(tmp_path, countries):
     # A KG of 674 edges: the 666 shared borders, 3 capitals, 5 official languages (one
-    # subject group). 96 queries in rounds of 32: 3 rounds, 12 floor draws each, carrying
-    # 12/32 of the minimum of 4 (1.5, of which 0.75 quickly). Round 1 has 3 rounds left, so
-    # a small predicate needs max(0.75/2, 1.5/3) = 0.5 floor draws (0.75 if the run's
-    # length were ignored); its proportional share is 12·3/674 ≈ 0.05. Each round's stored
-    # floor π is recomputed from the recorded floor draws of the rounds before it.
+    # subject group). 96 queries in rounds of 32: 3 rounds, 12 floor draws each.
+    # The run's minimum (run_minimum): by proportion the small predicates get 96·3/674 =
+    # 0.4273 and 96·5/674 = 0.7122 draws; below 3 a minimum m costs 2m − 1.1395 extra
+    # draws, at most 0.05·96 = 4.8: m = 2.9697. Each floor carries 12/32 of it (1.1136)
+    # and of the first two draws (0.75). Round 1 has 3 rounds left, so a small predicate
+    # needs max(0.75/2, 1.1136/3) = 0.375 floor draws; its proportional share is
+    # 12·3/674 ≈ 0.05. Each round's stored floor π is recomputed from the recorded floor
+    # draws of the rounds before it.
     kg, model = _borders_and_a_few(countries)
     run = kgprobe.probe(kg, model, budget=96, batch_size=32, seed=0, store=tmp_path / "r.kgrun",
                         progress=False, report=False)
     probes = run.store.probe_arrays()
     run.close()
-    labels, plan = _plan(kg, "budget")
+    labels, plan = _plan(kg, "capped", draws=96)
+    assert plan.min_draws == pytest.approx(2.9697, abs=1e-4)
     names = list(labels["predicate"][1])
     small = [names.index("P36"), names.index("P37")]
     for r, rounds_left in ((1, 3), (2, 2), (3, 1)):
@@ -183,24 +190,34 @@ def test_the_floor_spreads_the_stratum_minimums_over_the_rounds_the_budget_leave
         assert probes["inclusion"][floor] == pytest.approx(pi_f[probes["edge"][floor]], rel=1e-9)
         if r == 1:
             per_predicate = np.bincount(labels["predicate"][0], weights=pi_f, minlength=len(names))
-            assert per_predicate[small] == pytest.approx([0.5, 0.5])
+            assert per_predicate[small] == pytest.approx([0.375, 0.375])
         plan.record(probes["edge"][this], probes["part"][this])
-    # By the end each small predicate has had its 1.5 floor draws in expectation: 0 or 1
+    # By the end each small predicate has had its 1.11 floor draws in expectation: 0 or 1
     # in round 1, then what it lacked over the two rounds left, then all the rest.
     assert (plan.counts["predicate"][small] >= 1).all()
-    # A round limit below the budget's rounds paces by the limit: with --max-rounds 2 the
-    # first round has two rounds left, not three.
+    # A round limit below the budget's rounds bounds the run: with --max-rounds 2 the run
+    # has 64 draws in two rounds, and the first round has two rounds left, not three. By
+    # proportion 64·3/674 = 0.2849 and 0.4748 draws; 2m − 0.7597 ≤ 0.05·64 = 3.2 would
+    # need m < 2, so the minimum is the 2 an interval needs, 0.75 of it in the floor:
+    # max(0.75/2, 0.75/2) = 0.375 in round 1.
     run = kgprobe.probe(kg, model, budget=96, max_rounds=2, batch_size=32, seed=0, store=tmp_path / "m.kgrun",
                         progress=False, report=False)
     probes = run.store.probe_arrays()
     run.close()
     assert probes["round"].max() == 2
-    _, fresh = _plan(kg, "budget")
+    _, fresh = _plan(kg, "capped", draws=64)
+    assert fresh.min_draws == 2.0
     floor = (probes["round"] == 1) & (probes["part"] == FLOOR)
     pi_f = fresh.floor_probabilities(12, 2, share=12 / 32)
     assert probes["inclusion"][floor] == pytest.approx(pi_f[probes["edge"][floor]], rel=1e-9)
     per_predicate = np.bincount(labels["predicate"][0], weights=pi_f, minlength=len(names))
-    assert per_predicate[small] == pytest.approx([0.75, 0.75])
+    assert per_predicate[small] == pytest.approx([0.375, 0.375])
+    # Under the rule of run files written before the cap (``budget``) the minimum stays 4
+    # whatever it costs: 1.5 in the floor, max(0.75/2, 1.5/3) = 0.5 in a round with three left.
+    _, older = _plan(kg, "budget", draws=96)
+    pi_f = older.floor_probabilities(12, 3, share=12 / 32)
+    per_predicate = np.bincount(labels["predicate"][0], weights=pi_f, minlength=len(names))
+    assert older.min_draws == 4.0 and per_predicate[small] == pytest.approx([0.5, 0.5])
 
 
 def _borders_and_a_few(countries):
@@ -211,12 +228,13 @@ def _borders_and_a_few(countries):
     return kg, SimulatedModel(kg, theta_for_kg(kg, seed=4), seed=4)
 
 
-def _plan(kg, pacing):
+def _plan(kg, pacing, draws=None):
     from kgprobe.estimators import group_labels
     from kgprobe.sampling.design import DesignPlan
 
     labels = group_labels(kg)
-    return labels, DesignPlan("adaptive", labels["predicate"][0], labels["group"][0], kg.active, pacing=pacing)
+    return labels, DesignPlan("adaptive", labels["predicate"][0], labels["group"][0], kg.active, pacing=pacing,
+                              draws=draws)
 
 
 def test_a_run_file_recorded_before_the_budget_pacing_resumes_with_the_rule_it_was_played_with(tmp_path, countries):
@@ -234,7 +252,7 @@ def test_a_run_file_recorded_before_the_budget_pacing_resumes_with_the_rule_it_w
                   report=False).close()
     store = RunStore.open(tmp_path / "r.kgrun", writable=True)
     recorded = json.loads(store.meta("config"))
-    assert recorded.pop("design_pacing") == "budget"
+    assert recorded.pop("design_pacing") == "capped"
     store.set_meta("config", json.dumps(recorded))
     store.close()
     run = kgprobe.resume(tmp_path / "r.kgrun", model, budget=96, progress=False)

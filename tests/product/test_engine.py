@@ -164,13 +164,36 @@ def test_resume_refuses_another_model(tmp_path, countries, theta, sim_model):
 
 
 def test_resume_can_extend_a_finished_run(tmp_path, countries, sim_model):
-    run = make_run(countries, sim_model, store=tmp_path / "a.kgrun", budget=32, convergence=False).finish()
+    # Under the uniform design nothing a round draws depends on the budget, so the
+    # extended run is the run started with the larger budget.
+    run = make_run(countries, sim_model, store=tmp_path / "a.kgrun", budget=32, convergence=False,
+                   design="uniform").finish()
     assert run.queries_spent == 32
     run.close()
     longer = kgprobe.resume(tmp_path / "a.kgrun", sim_model, budget=64)
     assert longer.queries_spent == 64 and longer.rounds_played == 4
-    straight = make_run(countries, sim_model, budget=64, convergence=False).finish()
+    straight = make_run(countries, sim_model, budget=64, convergence=False, design="uniform").finish()
     assert_same_run(straight, longer)
+
+
+def test_resume_extends_an_adaptive_run_keeping_its_rounds(tmp_path, countries, sim_model):
+    # The default design paces its stratum minimums by the budget (and at 32 queries caps
+    # them at 2.62 draws, against 4 at 64), so an extension draws other floor edges than a
+    # run started with 64 (docs/design.md): it keeps the two rounds played and adds two,
+    # every new design probe with its inclusion probability.
+    run = make_run(countries, sim_model, store=tmp_path / "b.kgrun", budget=32, convergence=False).finish()
+    first = {k: np.asarray(v).copy() for k, v in run.store.probe_arrays().items()}
+    run.close()
+    longer = kgprobe.resume(tmp_path / "b.kgrun", sim_model, budget=64)
+    assert longer.queries_spent == 64 and longer.rounds_played == 4
+    probes = longer.store.probe_arrays()
+    kept = probes["round"] <= 2
+    for key in ("edge", "round", "part", "inclusion", "correct"):
+        assert np.array_equal(probes[key][kept], first[key], equal_nan=key == "inclusion")
+    new = probes["round"] > 2
+    assert int(new.sum()) == 32 and (probes["part"][new] > 0).all()
+    assert ((probes["inclusion"][new] > 0) & (probes["inclusion"][new] <= 1)).all()
+    longer.close()
 
 
 def test_convergence_stops_the_run(countries, sim_model):
