@@ -43,6 +43,8 @@ BUILT_SWEEPS = [
     # of 723 x 6 = 4,338; Gemma of 723 x 3 = 2,169, Qwen of 2,169.
     ("geo-five", (723, 6, 2543), [("P17", 551), ("P47", 76), ("P37", 30)], [5, 5, 5, 6],
      {"geo-five-gemma3-270m": (3, 1460), "geo-five-qwen2.5-coder-0.5b-instruct": (3, 1029)}),
+    # of 614 x 4 = 2,456.
+    ("geo-seven", (614, 4, 1513), [("P17", 446), ("P47", 74), ("P37", 27)], [6, 6, 7, 9, 10], {}),
 ]
 
 
@@ -65,5 +67,6 @@ def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
     built = {p.stem for p in BUILT.glob("*.npz")}
     assert built == {"geo-skew-default", "geo-four-default", "geo-four-gemma3-270m",
                      "geo-four-qwen2.5-coder-0.5b-instruct", "geo-six-default", "geo-six-gemma3-270m",
-                     "geo-five-default", "geo-five-gemma3-270m", "geo-five-qwen2.5-coder-0.5b-instruct"}
+                     "geo-five-default", "geo-five-gemma3-270m", "geo-five-qwen2.5-coder-0.5b-instruct",
+                     "geo-seven-default"}
     assert not built & set(packaged_sweeps())
