@@ -122,11 +122,11 @@ class EngineConfig:
         """The run's design draws as far as the settings bound them: the budget or the
         round limit's batches, whichever is less, times the sampler's design fraction;
         None when neither bounds the run."""
+        from kgprobe.sampling.design import run_design_draws
+
         bounds = [b for b in (self.budget, None if self.round_limit is None else self.round_limit * self.batch_size)
                   if b is not None]
-        if not bounds:
-            return None
-        return float(min(bounds)) * float(getattr(sampler, "design_fraction", 1.0))
+        return run_design_draws(min(bounds) if bounds else None, sampler)
 
     @property
     def round_limit(self) -> int | None:

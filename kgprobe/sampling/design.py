@@ -146,10 +146,12 @@ def run_minimum(sizes, n_active: int, draws: float | None, *, target: float = MI
     """
     if draws is None or draws <= 0 or n_active <= 0:
         return float(target)
+    least = min(least, target)  # a plan asking fewer than ``least`` (e.g. none) keeps its own
     arrays = [np.asarray(s, dtype=np.float64) for s in sizes]
 
     def excess(m: float) -> float:
-        return sum(float(np.clip(np.minimum(m, s) - draws * s / n_active, 0.0, None)[s > 0].sum()) for s in arrays)
+        # An empty stratum asks min(m, 0) = 0 and costs nothing.
+        return sum(float(np.clip(np.minimum(m, s) - draws * s / n_active, 0.0, None).sum()) for s in arrays)
 
     allowed = cost * draws
     if excess(target) <= allowed:
@@ -161,6 +163,14 @@ def run_minimum(sizes, n_active: int, draws: float | None, *, target: float = MI
         mid = (low + high) / 2
         low, high = (mid, high) if excess(mid) <= allowed else (low, mid)
     return low
+
+
+def run_design_draws(queries: float | None, sampler) -> float | None:
+    """A run's design draws from its query bound (None: unbounded): the queries times the
+    sampler's design fraction (1 for samplers without one)."""
+    if queries is None:
+        return None
+    return float(queries) * float(getattr(sampler, "design_fraction", 1.0))
 
 
 def stratified_probabilities(active: np.ndarray, k: float, strata: list[tuple[np.ndarray, np.ndarray]],

@@ -120,7 +120,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     from kgprobe.kg.parameterized import ParameterizedKG
     from kgprobe.sampling import make_sampler
     from kgprobe.sampling.design_draws import UNTILTED_SAMPLERS
-    from kgprobe.sampling.design import DesignPlan, design_columns, rounds_to_come
+    from kgprobe.sampling.design import DesignPlan, design_columns, rounds_to_come, run_design_draws
 
     pkg = ParameterizedKG(setup["heads"], setup["tails"], setup["active"], predicates=setup["predicates"],
                           propagation_weight=propagation_weight)
@@ -132,7 +132,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     plan = None
     if design != "uniform" and sampler not in UNTILTED_SAMPLERS:
         plan = DesignPlan(design, setup["labels"]["predicate"][0], setup["labels"]["group"][0], setup["active"],
-                          base=base, draws=budget * float(getattr(smp, "design_fraction", 1.0)))
+                          base=base, draws=run_design_draws(budget, smp))
     oracle = make_oracle(sweep, seed) if oracle is None else oracle
     rng = np.random.default_rng([seed, 5])
     cols: dict[str, list] = {k: [] for k in ("correct", "design", "predicted", "inclusion", "round", "edge",

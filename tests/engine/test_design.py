@@ -80,6 +80,8 @@ def test_run_minimum_caps_what_the_small_strata_cost_by_hand():
     # proportion, 12 extra draws whatever m is, more than 2: the least an interval needs.
     many = np.array([80] + [1] * 20)
     assert run_minimum([many, one_group], 100, 40) == 2.0
+    # A plan that asks for fewer than two (here none) keeps its own target, however costly.
+    assert run_minimum([many, one_group], 100, 40, target=0) == 0.0
 
 
 def test_a_capped_plan_sets_its_minimum_from_the_kg_and_the_budget_and_older_rules_keep_four():
