@@ -441,26 +441,90 @@ def weighed_predictions(pkg, sampler=None, item_prior=None) -> tuple[np.ndarray,
         return np.full(pkg.num_edges, 0.5), None
     if item_prior is not None:
         # The prior weighed against the run's own predictions by how well each predicts
-        # answers it has not seen (kgprobe.prior.ItemPrior.stacked).
+        # answers it has not seen (kgprobe.prior.ItemPrior.stacked): both halves of the
+        # run's prediction without the edge's own answers.
         loo = sampler.prior_estimate(pkg) if sampler is not None else None
-        return item_prior.stacked(pkg, predicted_right(pkg, sampler), None if loo is None else 1.0 - loo)
+        other_prior = None if loo is None else 0.5 * (1.0 - loo) + 0.5 * cell_predictions(pkg)[1]
+        return item_prior.stacked(pkg, predicted_right(pkg, sampler), other_prior)
     return predicted_right(pkg, sampler), None
 
 
-#: Pseudo-count of the predicate-level prior in :func:`predicted_right`.
+#: Pseudo-count of the predicate-level prior in :func:`sampler_predictions`.
 PREDICATE_STRENGTH = 2.0
+#: Pseudo-counts of :func:`cell_predictions`: the (predicate, object) cell's rate is shrunk
+#: to its predicate's with the first, an edge's own answers weigh against the cell's rate
+#: with the second.
+CELL_STRENGTH = 2.0
+OWN_STRENGTH = 2.0
 
 
 def predicted_right(pkg, sampler=None) -> np.ndarray:
     """Every edge's predicted chance of a right answer, from the state before a round.
+
+    The mean of two predictions: the sampler's (:func:`sampler_predictions`: its posterior,
+    pooled over predicates and neighbours) and the edge's (predicate, object) cell's
+    (:func:`cell_predictions`). Why both: on the built KGs most edges are facts like "X is
+    in country Y", and how well a model knows the places of country Y varies far more
+    between countries than the propagated neighbour counts track early in a run; the
+    cell's own rate learns it from a few answers. Averaging the two narrowed the design's
+    KG interval on all 16 recorded sweeps (docs/design.md, "Cell predictions"). Any
+    prediction keeps the estimate unbiased; better ones narrow the interval.
+    """
+    return 0.5 * (sampler_predictions(pkg, sampler) + cell_predictions(pkg)[0])
+
+
+def _cell_keys(pkg) -> np.ndarray:
+    """Each edge's (predicate, object) cell index, cached on the PKG (its edges never change)."""
+    keys = getattr(pkg, "_cell_keys", None)
+    if keys is None or keys.size != pkg.num_edges:
+        tails = np.asarray(pkg.tails, dtype=np.int64)
+        preds = np.zeros_like(tails) if pkg.predicates is None else np.asarray(pkg.predicates, dtype=np.int64)
+        span = int(tails.max()) + 1 if tails.size else 1
+        keys = np.unique(preds * span + tails, return_inverse=True)[1].ravel() if tails.size else tails
+        try:
+            pkg._cell_keys = keys
+        except AttributeError:  # a PKG type with slots: recompute next time
+            pass
+    return keys
+
+
+def cell_predictions(pkg) -> tuple[np.ndarray, np.ndarray]:
+    """Every edge's chance of a right answer from the answers in its (predicate, object) cell.
+
+    Returns ``(ŷ, ŷ_loo)``. ``ŷ_loo`` is the cell's share of right answers without the
+    edge's own, shrunk to its predicate's share (all of the predicate's answers, the
+    predicate's in turn shrunk to the run's overall share) with
+    :data:`CELL_STRENGTH`; ``ŷ = (K·ŷ_loo + s_j) / (K + s_j + f_j)`` adds the edge's own
+    right and wrong answers at strength ``K`` = :data:`OWN_STRENGTH`. Before any answer
+    every edge is at ½. A predicate whose objects are all distinct (a cell per edge)
+    falls back to the predicate's share.
+    """
+    f = np.asarray(pkg.failures, dtype=np.float64)
+    s = np.asarray(pkg.successes, dtype=np.float64)
+    overall = (s.sum() + 1.0) / (s.sum() + f.sum() + 2.0)
+    if pkg.predicates is not None and pkg.predicates.size:
+        k = int(pkg.predicates.max()) + 1
+        sp = np.bincount(pkg.predicates, weights=s, minlength=k)
+        tp = np.bincount(pkg.predicates, weights=s + f, minlength=k)
+        predicate = ((sp + 2.0 * overall) / (tp + 2.0))[pkg.predicates]
+    else:
+        predicate = np.full(pkg.num_edges, overall)
+    keys = _cell_keys(pkg)
+    cell_right = np.bincount(keys, weights=s)[keys] - s
+    cell_total = np.bincount(keys, weights=s + f)[keys] - s - f
+    loo = (cell_right + CELL_STRENGTH * predicate) / (cell_total + CELL_STRENGTH)
+    return (OWN_STRENGTH * loo + s) / (OWN_STRENGTH + s + f), loo
+
+
+def sampler_predictions(pkg, sampler=None) -> np.ndarray:
+    """The sampler's prediction of every edge's chance of a right answer.
 
     A sampler with its own posterior (one that overrides ``estimate``, e.g. the pooled
     empirical-Bayes posterior of ``focus``) predicts ``1 − sampler.estimate(pkg)``.
     Otherwise the PKG's Beta posterior, with the flat prior replaced by the predicate's
     pooled error rate ``(F_p + 1) / (T_p + 2)`` (direct probes of the predicate) at
     strength :data:`PREDICATE_STRENGTH`: an unprobed edge far from any probe is
-    predicted like its predicate, not at ½. Any prediction keeps the estimate unbiased;
-    better ones narrow the interval.
+    predicted like its predicate, not at ½.
     """
     if sampler is not None:
         from kgprobe.sampling.base import Sampler

@@ -312,3 +312,24 @@ def test_prior_weighted_systematic_design_keeps_the_estimate_exactly_unbiased():
         for y, py in _outcomes(sample):
             expectation += ps * py * design_estimate(y, p[s], pi[s], [0, 0], [p.mean()], n_group=4).raw
     assert expectation == pytest.approx(A, abs=1e-12)
+
+
+def test_cell_predictions_by_hand():
+    from kgprobe.estimators import cell_predictions, predicted_right, sampler_predictions
+    from kgprobe.kg.parameterized import ParameterizedKG
+
+    # Five edges: predicate 0 with objects 10, 10, 11, 11 (two cells of two), predicate 1
+    # with object 12. Answers: edge 0 right twice, edge 1 wrong, edge 2 right.
+    pkg = ParameterizedKG(np.arange(5), np.array([10, 10, 11, 11, 12]), np.ones(5, bool),
+                          propagation_weight=0.0, predicates=np.array([0, 0, 0, 0, 1]))
+    pkg.update(np.array([0, 1, 2]), np.array([True, False, True]))
+    pkg.update(np.array([0]), np.array([True]))
+    # Overall share (3 + 1)/(4 + 2) = 2/3; predicate 0: (3 + 2·2/3)/(4 + 2) = 13/18,
+    # predicate 1 (no answers): 2/3. Cell shares without the edge's own answers, shrunk to
+    # the predicate's at strength 2: edge 0 (cell mate 0 right of 1) (0 + 2·13/18)/3 = 13/27;
+    # edge 1 (2 of 2) (2 + 13/9)/4 = 31/36; edge 2 (none) 13/18; edge 3 (1 of 1) 22/27;
+    # edge 4 2/3. Then the edge's own answers at strength 2: (2·loo + s)/(2 + s + f).
+    pred, loo = cell_predictions(pkg)
+    assert loo == pytest.approx([13 / 27, 31 / 36, 13 / 18, 22 / 27, 2 / 3], abs=1e-12)
+    assert pred == pytest.approx([(26 / 27 + 2) / 4, (31 / 18) / 3, (13 / 9 + 1) / 3, 22 / 27, 2 / 3], abs=1e-12)
+    assert predicted_right(pkg) == pytest.approx(0.5 * (sampler_predictions(pkg) + pred), abs=1e-12)
