@@ -7,8 +7,9 @@ the ``N_G`` active edges of the group (a predicate, or the subject's entity grou
 
 The data. Each round t the engine records, *before* the round is played,
 
-* every probe's prediction ``ŷ_i`` of its own outcome (the PKG's posterior mean of
-  ``μ``, or the item-response prior's, see :mod:`kgprobe.prior`), and
+* every probe's prediction ``ŷ_i`` of its own outcome (:func:`predicted_right`: the
+  sampler's posterior mean of ``μ`` averaged with the edge's (predicate, object) cell's
+  share, stacked with the item-response prior's when given, see :mod:`kgprobe.prior`), and
 * per group G the mean prediction ``P̄_{G,t}`` over the group's active edges and the
   mean predicted Bernoulli variance ``V̄_{G,t}`` (mean of ``ŷ(1 − ŷ)``),
 

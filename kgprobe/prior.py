@@ -197,7 +197,8 @@ class ItemPrior:
         """``w·ŷ_prior + (1 − w)·ŷ_other`` and ``w``: the prior weighed against the run's own predictions.
 
         ``other`` is the run's own prediction of every edge's chance of a right answer
-        (the sampler's posterior, pooled over predicates and neighbours) and
+        (:func:`kgprobe.estimators.predicted_right`: the sampler's posterior, pooled over
+        predicates and neighbours, averaged with the edge's cell's share) and
         ``other_prior`` the same from the other edges' answers only (None: ``other``).
         ``w`` maximizes the Bernoulli likelihood of the probed edges' own answers under
         ``w·σ(â − b_j) + (1 − w)·other_prior_j`` (grid of :data:`STACKING_GRID`): each
