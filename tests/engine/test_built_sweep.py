@@ -45,9 +45,9 @@ BUILT_SWEEPS = [
      {"geo-five-gemma3-270m": (3, 1460), "geo-five-qwen2.5-coder-0.5b-instruct": (3, 1029)}),
     # of 614 x 4 = 2,456.
     ("geo-seven", (614, 4, 1513), [("P17", 446), ("P47", 74), ("P37", 27)], [6, 6, 7, 9, 10], {}),
-    # of 1,799 x 4 = 7,196; Gemma of 1,799 x 2 = 3,598.
+    # of 1,799 x 4 = 7,196; Gemma of 1,799 x 2 = 3,598, Qwen of 3,598.
     ("geo-eight", (1799, 4, 4183), [("P17", 1453), ("P47", 127), ("P131", 85)], [9, 10, 11, 11, 14],
-     {"geo-eight-gemma3-270m": (2, 2667)}),
+     {"geo-eight-gemma3-270m": (2, 2667), "geo-eight-qwen2.5-coder-0.5b-instruct": (2, 2115)}),
 ]
 
 
@@ -71,5 +71,6 @@ def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
     assert built == {"geo-skew-default", "geo-four-default", "geo-four-gemma3-270m",
                      "geo-four-qwen2.5-coder-0.5b-instruct", "geo-six-default", "geo-six-gemma3-270m",
                      "geo-five-default", "geo-five-gemma3-270m", "geo-five-qwen2.5-coder-0.5b-instruct",
-                     "geo-seven-default", "geo-eight-default", "geo-eight-gemma3-270m"}
+                     "geo-seven-default", "geo-eight-default", "geo-eight-gemma3-270m",
+                     "geo-eight-qwen2.5-coder-0.5b-instruct"}
     assert not built & set(packaged_sweeps())
