@@ -65,6 +65,7 @@ from scipy.stats import t as student_t
 
 from kgprobe.errors import InputError
 from kgprobe.metrics import effective_wilson
+from kgprobe.sampling.pooled import predicate_error_rates
 
 #: A group needs this many design-based probes for a design-based interval.
 MIN_DESIGN_PROBES = 2
@@ -502,14 +503,9 @@ def cell_predictions(pkg) -> tuple[np.ndarray, np.ndarray]:
     """
     f = np.asarray(pkg.failures, dtype=np.float64)
     s = np.asarray(pkg.successes, dtype=np.float64)
-    overall = (s.sum() + 1.0) / (s.sum() + f.sum() + 2.0)
-    if pkg.predicates is not None and pkg.predicates.size:
-        k = int(pkg.predicates.max()) + 1
-        sp = np.bincount(pkg.predicates, weights=s, minlength=k)
-        tp = np.bincount(pkg.predicates, weights=s + f, minlength=k)
-        predicate = ((sp + 2.0 * overall) / (tp + 2.0))[pkg.predicates]
-    else:
-        predicate = np.full(pkg.num_edges, overall)
+    # The predicate's share of right answers, shrunk to the run's overall share: the
+    # complement of the pooled posterior's predicate error rate (the same counts).
+    predicate = 1.0 - predicate_error_rates(pkg)
     keys = _cell_keys(pkg)
     cell_right = np.bincount(keys, weights=s)[keys] - s
     cell_total = np.bincount(keys, weights=s + f)[keys] - s - f

@@ -45,18 +45,23 @@ _C_GRID = (1.0, 4.0, 16.0)
 _EPS = 1e-6
 
 
-def _prior_mean(pkg, c: float) -> np.ndarray:
+def predicate_error_rates(pkg) -> np.ndarray:
+    """π_p of every edge's predicate: ``(failures_p + 2·g) / (probes_p + 2)``, with ``g`` the
+    global error rate ``(F + 1) / (T + 2)`` of all direct probes (``g`` itself without
+    predicates)."""
     f = pkg.failures.astype(np.float64)
     s = pkg.successes.astype(np.float64)
-    total = f.sum() + s.sum()
-    g = (f.sum() + 1.0) / (total + 2.0)
-    if pkg.predicates is not None and pkg.predicates.size:
-        npred = int(pkg.predicates.max()) + 1
-        fp = np.bincount(pkg.predicates, weights=f, minlength=npred)
-        tp = np.bincount(pkg.predicates, weights=f + s, minlength=npred)
-        pi = ((fp + 2.0 * g) / (tp + 2.0))[pkg.predicates]
-    else:
-        pi = np.full(pkg.num_edges, g)
+    g = (f.sum() + 1.0) / (f.sum() + s.sum() + 2.0)
+    if pkg.predicates is None or not pkg.predicates.size:
+        return np.full(pkg.num_edges, g)
+    npred = int(pkg.predicates.max()) + 1
+    fp = np.bincount(pkg.predicates, weights=f, minlength=npred)
+    tp = np.bincount(pkg.predicates, weights=f + s, minlength=npred)
+    return ((fp + 2.0 * g) / (tp + 2.0))[pkg.predicates]
+
+
+def _prior_mean(pkg, c: float) -> np.ndarray:
+    pi = predicate_error_rates(pkg)
     nb_f, nb_s = pkg.neighbour_counts()
     mu = (nb_f + c * pi) / (nb_f + nb_s + c)
     return np.clip(mu, _EPS, 1 - _EPS)
