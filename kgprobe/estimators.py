@@ -445,9 +445,10 @@ def weighed_predictions(pkg, sampler=None, item_prior=None) -> tuple[np.ndarray,
         # The prior weighed against the run's own predictions by how well each predicts
         # answers it has not seen (kgprobe.prior.ItemPrior.stacked): both halves of the
         # run's prediction without the edge's own answers.
+        own, cell_loo = _mixed_predictions(pkg, sampler)
         loo = sampler.prior_estimate(pkg) if sampler is not None else None
-        other_prior = None if loo is None else 0.5 * (1.0 - loo) + 0.5 * cell_predictions(pkg)[1]
-        return item_prior.stacked(pkg, predicted_right(pkg, sampler), other_prior)
+        other_prior = None if loo is None else 0.5 * (1.0 - loo) + 0.5 * cell_loo
+        return item_prior.stacked(pkg, own, other_prior)
     return predicted_right(pkg, sampler), None
 
 
@@ -472,7 +473,13 @@ def predicted_right(pkg, sampler=None) -> np.ndarray:
     KG interval on all 16 recorded sweeps (docs/design.md, "Cell predictions"). Any
     prediction keeps the estimate unbiased; better ones narrow the interval.
     """
-    return 0.5 * (sampler_predictions(pkg, sampler) + cell_predictions(pkg)[0])
+    return _mixed_predictions(pkg, sampler)[0]
+
+
+def _mixed_predictions(pkg, sampler=None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`predicted_right` and the cell's leave-one-out prediction it was made from."""
+    cell, cell_loo = cell_predictions(pkg)
+    return 0.5 * (sampler_predictions(pkg, sampler) + cell), cell_loo
 
 
 def _cell_keys(pkg) -> np.ndarray:
