@@ -12,6 +12,7 @@ import argparse
 import warnings
 
 import kgprobe
+from kgprobe.estimators import format_estimate
 from kgprobe.ranking import weakest_first
 
 parser = argparse.ArgumentParser()
@@ -40,9 +41,11 @@ est = run.accuracy_estimate()
 print(f"KG-level accuracy (unbiased): {est.estimate:.1%}, 95% CI [{est.low:.1%}, {est.high:.1%}] from {est.n} probes")
 
 print(f"model: {run.protocol['model']['label']}")  # what exactly was measured: run.protocol
-print("weakest predicates:")
+print("weakest predicates (rates over the probed edges; accuracy of all the predicate's edges):")
+accuracy = {e["label"]: e for e in run.estimates()["by_predicate"].values()}
 for name, pm in weakest_first(run.by_predicate.items())[:3]:  # the report's ranking
-    print(f"  {name}: win {pm.win_rate:.0%}, zero-sense {pm.zero_sense_rate:.0%} of {pm.probed_edges} edges")
+    print(f"  {name}: win {pm.win_rate:.0%}, zero-sense {pm.zero_sense_rate:.0%} of {pm.probed_edges} edges; "
+          f"accuracy {format_estimate(accuracy.get(name))}")
 print("weakest facts:")
 for edge in run.weakest(3):
     print(f"  {edge}")

@@ -665,6 +665,19 @@ def format_estimate(est: Mapping | None) -> str:
     return f"{est['estimate']:.1%} [{est['low']:.1%}, {est['high']:.1%}] {est['basis']}"
 
 
+def short_estimate(est: Mapping | None) -> str:
+    """``"32% [20%, 45%]"`` for a narrow column; ``*`` marks a model-based estimate.
+
+    'too few' when the group's design probes are too few for an interval, 'n/a' without one.
+    """
+    if est and est.get("basis") == TOO_FEW:
+        return "too few"
+    if not est or est.get("estimate") is None or not math.isfinite(est["estimate"]):
+        return "n/a"
+    mark = "" if est.get("basis") == DESIGN else "*"
+    return f"{est['estimate']:.0%} [{est['low']:.0%}, {est['high']:.0%}]{mark}"
+
+
 def compact_line(estimates: Mapping, *, limit: int = 3) -> str:
     """One line for a live view: KG accuracy and the lowest-accuracy predicates, with intervals.
 
@@ -679,7 +692,5 @@ def compact_line(estimates: Mapping, *, limit: int = 3) -> str:
              if e.get("estimate") is not None and math.isfinite(e["estimate"])]
     preds.sort(key=lambda kv: kv[1]["estimate"])
     if preds and limit > 0:
-        parts.append("lowest: " + ", ".join(
-            f"{name} {e['estimate']:.0%} [{e['low']:.0%}, {e['high']:.0%}]{'' if e['basis'] == DESIGN else '*'}"
-            for name, e in preds[:limit]))
+        parts.append("lowest: " + ", ".join(f"{name} {short_estimate(e)}" for name, e in preds[:limit]))
     return " · ".join(parts)

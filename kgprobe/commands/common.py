@@ -263,20 +263,28 @@ def print_outcome(run, *, quiet: bool = False) -> None:
     by_label = {row["label"]: row for row in (found.get("by_predicate") or {}).values()}
     t.add_row("no-knowledge baseline (chance / majority / null)", baseline_text(found.get("kg")))
     out.print(t)
+    from kgprobe.estimators import MODEL, short_estimate
     from kgprobe.ranking import weakest_first
 
     weak = weakest_first(run.by_predicate.items())[:5]
     if weak:
+        # Win and zero-sense describe the probed edges; the accuracy column estimates the
+        # whole predicate (all its active edges), so it carries the interval.
+        pred_est = {e.get("label", pid): e for pid, e in (run.estimates().get("by_predicate") or {}).items()}
         w = Table(title="weakest predicates (lowest win rate)", title_justify="left")
         w.add_column("predicate")
         w.add_column("win", justify="right")
         w.add_column("zero-sense", justify="right")
         w.add_column("probed", justify="right")
+        w.add_column("accuracy (95% CI)", justify="right")
         w.add_column("baseline chance / majority / null", justify="right")
         for name, pm in weak:
             w.add_row(name, f"{pm.win_rate:.0%}", f"{pm.zero_sense_rate:.0%}", str(pm.probed_edges),
-                      baseline_text(by_label.get(name)))
+                      short_estimate(pred_est.get(name)), baseline_text(by_label.get(name)))
         out.print(w)
+        if any((pred_est.get(name) or {}).get("basis") == MODEL for name, _ in weak):
+            out.print("*: model-based, from the probed edges alone: it holds only if they represent the "
+                      "predicate (docs/statistics.md)", markup=False, soft_wrap=True)
     probed = {pid: row for pid, row in (found.get("by_predicate") or {}).items() if row["label"] in run.by_predicate}
     for warning in dominated(probed):
         print(f"kgprobe: warning: {warning}", file=sys.stderr)

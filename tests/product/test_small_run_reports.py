@@ -136,7 +136,11 @@ def test_report_json_has_a_baseline_for_every_probed_predicate(tmp_path, capsys)
         print_outcome(run)
     out = capsys.readouterr().out
     assert re.search(r"no-knowledge baseline \(chance / majority / null\)\s+│\s+50\.0% / 33\.3% / –", out)
-    assert re.search(r"country\s+│\s+50%\s+│\s+50%\s+│\s+2\s+│\s+50\.0% / 33\.3% / –", out)
+    # The predicate's accuracy with its interval: this run file has no stored predictions, so
+    # it is model-based (marked *): Jeffreys Beta(1/2 + 1, 1/2 + 1) for 1 right of 2, whose
+    # 2.5 % and 97.5 % quantiles are 0.061 and 0.939.
+    assert re.search(r"country\s+│\s+50%\s+│\s+50%\s+│\s+2\s+│\s+50% \[6%, 94%\]\*\s+│\s+50\.0% / 33\.3% /", out)
+    assert "*: model-based, from the probed edges alone" in out
 
 
 def test_null_model_rate_is_measured_stored_and_shown(tmp_path, countries, sim_model):
