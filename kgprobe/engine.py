@@ -704,7 +704,7 @@ class Engine:
     # -- predictions and estimates -------------------------------------------------------
     def _predictions(self) -> tuple[np.ndarray, dict]:
         """Every edge's predicted chance of a right answer, and its per-group means."""
-        from kgprobe.estimators import round_means, round_predictions
+        from kgprobe.predictions import round_means, round_predictions
 
         right = round_predictions(self.pkg, self.sampler, self.item_prior)
         active = self.kg.active

@@ -197,7 +197,7 @@ class ItemPrior:
         """``w·ŷ_prior + (1 − w)·ŷ_other`` and ``w``: the prior weighed against the run's own predictions.
 
         ``other`` is the run's own prediction of every edge's chance of a right answer
-        (:func:`kgprobe.estimators.predicted_right`: the sampler's posterior, pooled over
+        (:func:`kgprobe.predictions.predicted_right`: the sampler's posterior, pooled over
         predicates and neighbours, averaged with the edge's cell's share) and
         ``other_prior`` the same from the other edges' answers only (None: ``other``).
         ``w`` maximizes the Bernoulli likelihood of the probed edges' own answers under

@@ -29,16 +29,9 @@ from typing import Any
 import numpy as np
 
 from kgprobe.errors import InputError
-from kgprobe.estimators import (
-    DESIGN,
-    ProbeTable,
-    group_estimates,
-    kg_estimate,
-    round_means,
-    round_predictions,
-    weighed_predictions,
-)
+from kgprobe.estimators import DESIGN, ProbeTable, group_estimates, kg_estimate
 from kgprobe.metrics import ConvergenceMonitor, knowledge_metrics, wilson_interval
+from kgprobe.predictions import round_means, round_predictions, weighed_predictions
 from kgprobe.sampling.design_draws import prior_design_weights, round_design_weights
 
 

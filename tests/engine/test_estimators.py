@@ -315,7 +315,7 @@ def test_prior_weighted_systematic_design_keeps_the_estimate_exactly_unbiased():
 
 
 def test_cell_predictions_by_hand():
-    from kgprobe.estimators import cell_predictions, predicted_right, sampler_predictions
+    from kgprobe.predictions import cell_predictions, predicted_right, sampler_predictions
     from kgprobe.kg.parameterized import ParameterizedKG
 
     # Five edges: predicate 0 with objects 10, 10, 11, 11 (two cells of two), predicate 1

@@ -17,7 +17,7 @@ import pytest
 from scipy.special import expit
 
 import kgprobe
-from kgprobe.estimators import predicted_right
+from kgprobe.predictions import predicted_right
 from kgprobe.kg.graph import Entity, KnowledgeGraph, Predicate, Triple
 from kgprobe.kg.parameterized import ParameterizedKG
 from kgprobe.store import ProbeRecord, RoundRecord, RunStore
