@@ -176,10 +176,10 @@ def dominated(by_predicate: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return out
 
 
-def baseline_text(base: Mapping[str, Any] | None) -> str:
-    """``chance / majority / null`` as percentages; – where one is not known."""
+def baseline_text(base: Mapping[str, Any] | None, digits: int = 1) -> str:
+    """``chance / majority / null`` as percentages with ``digits`` decimals; – where one is not known."""
     base = base or {}
-    return " / ".join("–" if base.get(k) is None else f"{base[k]:.1%}" for k in ("chance", "majority", "null"))
+    return " / ".join("–" if base.get(k) is None else f"{base[k]:.{digits}%}" for k in ("chance", "majority", "null"))
 
 
 def _pct(x) -> str:

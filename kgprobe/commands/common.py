@@ -235,6 +235,7 @@ def _play(run: Run, settings: dict) -> int:
 
 def print_outcome(run, *, quiet: bool = False) -> None:
     """The run's results on stdout: a short table (or one line when quiet)."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
@@ -271,16 +272,17 @@ def print_outcome(run, *, quiet: bool = False) -> None:
         # Win and zero-sense describe the probed edges; the accuracy column estimates the
         # whole predicate (all its active edges), so it carries the interval.
         pred_est = {e.get("label", pid): e for pid, e in (run.estimates().get("by_predicate") or {}).items()}
-        w = Table(title="weakest predicates (lowest win rate)", title_justify="left")
+        # No vertical rules and two-line headers: six columns fit an 80-column terminal.
+        w = Table(title="weakest predicates (lowest win rate)", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False)
         w.add_column("predicate")
-        w.add_column("win", justify="right")
-        w.add_column("zero-sense", justify="right")
-        w.add_column("probed", justify="right")
-        w.add_column("accuracy (95% CI)", justify="right")
-        w.add_column("baseline chance / majority / null", justify="right")
+        for name in ("win", "zero-sense", "probed"):
+            w.add_column(name, justify="right", no_wrap=True)
+        w.add_column("accuracy\n(95% CI)", justify="right", no_wrap=True)
+        w.add_column("chance /\nmajority / null", justify="right", no_wrap=True)
         for name, pm in weak:
             w.add_row(name, f"{pm.win_rate:.0%}", f"{pm.zero_sense_rate:.0%}", str(pm.probed_edges),
-                      short_estimate(pred_est.get(name)), baseline_text(by_label.get(name)))
+                      short_estimate(pred_est.get(name)), baseline_text(by_label.get(name), digits=0))
         out.print(w)
         if any((pred_est.get(name) or {}).get("basis") == MODEL for name, _ in weak):
             out.print("*: model-based, from the probed edges alone: it holds only if they represent the "
