@@ -107,27 +107,40 @@ def handle(args: argparse.Namespace) -> int:
 
 def _print_differences(out, diffs: dict | None, baselines: list[dict] | None = None) -> None:
     """Accuracy differences with 95 % intervals; * = significant after Holm's correction."""
+    from rich import box
     from rich.table import Table
 
     from kgprobe.baselines import baseline_text
 
     if not diffs or not diffs["differences"]:
         return
-    t = Table(title=f"accuracy difference A − B (95% CI; * significant at family-wise {diffs['alpha']:.0%} "
-                    f"after Holm's correction over {diffs['family_size']} tests)", title_justify="left")
-    for col in ("A − B", "scope", "difference", "test", "p (Holm)", "baseline of A chance / majority / null"):
-        t.add_column(col, justify="right" if col in ("difference", "p (Holm)") else "left")
+    # No vertical rules, the difference with its interval on one line, and with two runs
+    # the pair in the title instead of a column: the table fits an 80-column terminal
+    # (the report has the baselines with one decimal).
+    pairs = {tuple(r["pair"]) for r in diffs["differences"]}
+    one_pair = len(pairs) == 1
+    title = "accuracy difference " + (f"[{min(pairs)[0] + 1}] − [{min(pairs)[1] + 1}]" if one_pair else "A − B")
+    t = Table(title=f"{title} (95% CI; * significant at family-wise {diffs['alpha']:.0%} "
+                    f"after Holm's correction over {diffs['family_size']} tests)", title_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    if not one_pair:
+        t.add_column("A − B", no_wrap=True)
+    t.add_column("scope")
+    t.add_column("difference", justify="right", no_wrap=True)
+    t.add_column("test", min_width=8)
+    t.add_column("p (Holm)", justify="right", no_wrap=True)
+    t.add_column("A's chance /\nmajority / null", justify="right", no_wrap=True)
     for r in diffs["differences"]:
-        pair = f"[{r['pair'][0] + 1}] − [{r['pair'][1] + 1}]"
+        pair = [] if one_pair else [f"[{r['pair'][0] + 1}] − [{r['pair'][1] + 1}]"]
         base = (baselines or [{}] * (r["pair"][0] + 1))[r["pair"][0]] or {}
         scope_base = base.get("kg") if r["scope"] == "KG" else (base.get("by_predicate") or {}).get(r.get("predicate"))
         if not r["tested"]:
-            t.add_row(pair, r["label"], f"n/a ({r['reason']})", "", "", baseline_text(scope_base))
+            t.add_row(*pair, r["label"], f"n/a ({r['reason']})", "", "", baseline_text(scope_base, digits=0))
             continue
         mark = " *" if r["significant"] else ""
-        t.add_row(pair, r["label"],
+        t.add_row(*pair, r["label"],
                   f"{r['difference'] * 100:+.1f} pt [{r['low'] * 100:+.1f}, {r['high'] * 100:+.1f}]{mark}",
-                  r["test"], f"{r['p_holm']:.3g}", baseline_text(scope_base))
+                  r["test"], f"{r['p_holm']:.3g}", baseline_text(scope_base, digits=0))
     variances = sorted({f"{r['test']}: {r['variance']}" for r in diffs["differences"] if r["tested"]})
     if variances:
         t.caption = "variance — " + "; ".join(variances)

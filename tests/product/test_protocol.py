@@ -139,6 +139,12 @@ def test_protocol_is_stored_and_compare_refuses_different_option_counts(tmp_path
     text = capsys.readouterr().out
     assert "WARNING" not in text and "what differs between the runs besides the measurement protocol:" in text
     assert re.search(r"seed\s*│\s*5\s*│\s*6", text)
+    # Two runs: the pair is named in the differences' title; more: in a column of its own.
+    assert "accuracy difference [1] − [2] (95% CI" in text and "A − B" not in text
+    assert main(["compare", str(tmp_path / "a.kgrun"), str(tmp_path / "c.kgrun"), str(tmp_path / "b.kgrun"),
+                 "--allow-different"]) == 0
+    text = capsys.readouterr().out
+    assert "accuracy difference A − B (95% CI" in text and re.search(r"\[1\] − \[3\]\s+KG\s", text)
 
 
 def test_report_json_output_and_export(tmp_path, countries, sim_model, capsys):
