@@ -48,9 +48,9 @@ BUILT_SWEEPS = [
     # of 1,799 x 4 = 7,196; Gemma of 1,799 x 2 = 3,598, Qwen of 3,598.
     ("geo-eight", (1799, 4, 4183), [("P17", 1453), ("P47", 127), ("P131", 85)], [9, 10, 11, 11, 14],
      {"geo-eight-gemma3-270m": (2, 2667), "geo-eight-qwen2.5-coder-0.5b-instruct": (2, 2115)}),
-    # of 997 x 3 = 2,991; Gemma of 997 x 2 = 1,994.
+    # of 997 x 3 = 2,991; Gemma of 997 x 2 = 1,994, Qwen of 1,994.
     ("geo-nine", (997, 3, 1792), [("P17", 754), ("P47", 121), ("P37", 36)], [2, 9, 9, 10, 10],
-     {"geo-nine-gemma3-270m": (2, 1386)}),
+     {"geo-nine-gemma3-270m": (2, 1386), "geo-nine-qwen2.5-coder-0.5b-instruct": (2, 829)}),
 ]
 
 
@@ -75,5 +75,6 @@ def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
                      "geo-four-qwen2.5-coder-0.5b-instruct", "geo-six-default", "geo-six-gemma3-270m",
                      "geo-five-default", "geo-five-gemma3-270m", "geo-five-qwen2.5-coder-0.5b-instruct",
                      "geo-seven-default", "geo-eight-default", "geo-eight-gemma3-270m",
-                     "geo-eight-qwen2.5-coder-0.5b-instruct", "geo-nine-default", "geo-nine-gemma3-270m"}
+                     "geo-eight-qwen2.5-coder-0.5b-instruct", "geo-nine-default", "geo-nine-gemma3-270m",
+                     "geo-nine-qwen2.5-coder-0.5b-instruct"}
     assert not built & set(packaged_sweeps())
