@@ -141,7 +141,14 @@ def _print_differences(out, diffs: dict | None, baselines: list[dict] | None = N
         t.add_row(*pair, r["label"],
                   f"{r['difference'] * 100:+.1f} pt [{r['low'] * 100:+.1f}, {r['high'] * 100:+.1f}]{mark}",
                   r["test"], f"{r['p_holm']:.3g}", baseline_text(scope_base, digits=0))
-    variances = sorted({f"{r['test']}: {r['variance']}" for r in diffs["differences"] if r["tested"]})
+    # Which variance each kind of test used, and where: the KG's and the predicates' unpaired
+    # tests use different ones, so each entry says which rows it covers.
+    scopes: dict[tuple[str, str], set[str]] = {}
+    for r in diffs["differences"]:
+        if r["tested"]:
+            scopes.setdefault((r["test"], r["variance"]), set()).add("KG" if r["scope"] == "KG" else "predicates")
+    variances = [f"{test} ({' and '.join(sorted(where))}): {variance}"
+                 for (test, variance), where in sorted(scopes.items())]
     if variances:
         t.caption = "variance — " + "; ".join(variances)
         t.caption_justify = "left"

@@ -141,6 +141,9 @@ def test_protocol_is_stored_and_compare_refuses_different_option_counts(tmp_path
     assert re.search(r"seed\s*│\s*5\s*│\s*6", text)
     # Two runs: the pair is named in the differences' title; more: in a column of its own.
     assert "accuracy difference [1] − [2] (95% CI" in text and "A − B" not in text
+    # The caption says which variance the KG's test used and which the predicates'.
+    caption = " ".join(text[text.index("variance — "):].split())
+    assert re.search(r"\(KG\): \S", caption) and "unpaired (predicates): MOVER from each side's Korn-Graubard" in caption
     assert main(["compare", str(tmp_path / "a.kgrun"), str(tmp_path / "c.kgrun"), str(tmp_path / "b.kgrun"),
                  "--allow-different"]) == 0
     text = capsys.readouterr().out
