@@ -349,7 +349,7 @@ def _metric_rows(groups: dict, active: dict | None = None, chance: dict | None =
     return rows
 
 
-def _by_label(estimates: dict | None) -> dict:
+def by_label(estimates: dict | None) -> dict:
     """Estimates keyed by display label (predicate entries carry one) instead of id."""
     return {e.get("label", k): e for k, e in (estimates or {}).items()}
 
@@ -396,9 +396,9 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
     # The three KGLens rates describe the edges probed (chosen by the sampler), not the KG;
     # the accuracy column estimates the whole predicate / group with a 95 % interval.
     head = ["", "probed", "win", "zero-sense", "all-sense", "accuracy (95% CI, basis)"]
-    by_pred_est = _by_label(data.get("estimates_by_predicate"))
+    by_pred_est = by_label(data.get("estimates_by_predicate"))
     by_group_est = data.get("estimates_by_group") or {}
-    pred_base = _by_label(data.get("predicate_baseline"))
+    pred_base = by_label(data.get("predicate_baseline"))
     group_base = data.get("group_baseline") or {}
     for warning in data.get("baseline_warnings") or []:
         status.append(["warning", warning])

@@ -335,13 +335,17 @@ class Run:
         probes weighted by their inclusion probabilities. A ``GroupEstimate`` (NaN with
         ``n == 0`` when the run has no design-based probe).
         """
+        return self.kg_accuracy(self.estimates(confidence, up_to_round=up_to_round))
+
+    def kg_accuracy(self, estimates: dict) -> "AccuracyEstimate":
+        """:meth:`accuracy_estimate` read off :meth:`estimates`' result, for a caller that
+        already has it (the estimates are computed from the whole run file)."""
         from kgprobe.estimators import DESIGN, GroupEstimate
 
-        est = self.estimates(confidence, up_to_round=up_to_round)["kg"]
-        if est is None:
-            nan = float("nan")
-            return GroupEstimate(nan, nan, nan, 0, self.kg.num_active, DESIGN, "no-design-probes")
+        est = estimates["kg"]
         nan = float("nan")
+        if est is None:
+            return GroupEstimate(nan, nan, nan, 0, self.kg.num_active, DESIGN, "no-design-probes")
         return GroupEstimate(**{k: (nan if v is None and k in ("estimate", "low", "high", "se") else
                                     float("inf") if v is None and k == "df" else v) for k, v in est.items()})
 

@@ -240,7 +240,8 @@ def print_outcome(run, *, quiet: bool = False) -> None:
     from rich.table import Table
 
     m = run.metrics
-    est = run.accuracy_estimate()
+    estimates = run.estimates()  # computed once: the KG line and the predicates' column
+    est = run.kg_accuracy(estimates)
     est_txt = f"{est.estimate:.1%} [{est.low:.1%}, {est.high:.1%}] (n={est.n})" if est.n else "n/a (no design probes)"
     if quiet:
         print(f"win {m.win_rate:.1%}  zero-sense {m.zero_sense_rate:.1%}  all-sense {m.all_sense_rate:.1%}  "
@@ -258,10 +259,11 @@ def print_outcome(run, *, quiet: bool = False) -> None:
     t.add_row("probed edges", str(m.probed_edges))
     t.add_row("KG accuracy (unbiased, 95% CI)", est_txt)
     from kgprobe.baselines import baseline_text, dominated
+    from kgprobe.report import by_label as keyed_by_label
     from kgprobe.report import run_baselines
 
     found = run_baselines(run)
-    by_label = {row["label"]: row for row in (found.get("by_predicate") or {}).values()}
+    by_label = keyed_by_label(found.get("by_predicate"))
     t.add_row("no-knowledge baseline (chance / majority / null)", baseline_text(found.get("kg")))
     out.print(t)
     from kgprobe.estimators import MODEL, short_estimate
@@ -271,7 +273,7 @@ def print_outcome(run, *, quiet: bool = False) -> None:
     if weak:
         # Win and zero-sense describe the probed edges; the accuracy column estimates the
         # whole predicate (all its active edges), so it carries the interval.
-        pred_est = {e.get("label", pid): e for pid, e in (run.estimates().get("by_predicate") or {}).items()}
+        pred_est = keyed_by_label(estimates.get("by_predicate"))
         # No vertical rules and two-line headers: six columns fit an 80-column terminal.
         w = Table(title="weakest predicates (lowest win rate)", title_justify="left", box=box.SIMPLE_HEAD,
                   pad_edge=False)
