@@ -77,16 +77,18 @@ def compare_runs(runs: list[Run], names: list[str] | None = None) -> Comparison:
             mask = probed[i] & probed[j]
             common[i][j] = int(mask.sum())
             eta[i][j] = subsumption(known[i], known[j], mask)
+    # Each run's estimates are computed once and read by the KG line and the differences.
+    run_estimates = [r.estimates() for r in runs]
     estimates = []
-    for r in runs:
-        est = r.accuracy_estimate()
+    for r, e in zip(runs, run_estimates):
+        est = r.kg_accuracy(e)
         estimates.append(metrics_to_dict(est) if est.n else None)
     from kgprobe.report import run_baselines
 
     found = [run_baselines(r) for r in runs]
     base = [{"kg": b.get("kg"), "by_predicate": b.get("by_predicate", {})} if b else {} for b in found]
     return Comparison(names, [metrics_to_dict(r.metrics) for r in runs], estimates, eta, common,
-                      accuracy_differences(runs, names), base)
+                      accuracy_differences(runs, names, estimates=run_estimates), base)
 
 
 # -- differences of accuracy between runs -------------------------------------------------
@@ -201,7 +203,8 @@ def _untested(d, est_a, est_b) -> dict:
     return {"reason": "no variation"}
 
 
-def accuracy_differences(runs: list[Run], names: list[str], *, confidence: float = 0.95) -> dict:
+def accuracy_differences(runs: list[Run], names: list[str], *, confidence: float = 0.95,
+                         estimates: list[dict] | None = None) -> dict:
     """KG and per-predicate accuracy differences of every pair of runs, Holm-corrected.
 
     Each difference is A − B of the design-based estimates (:mod:`kgprobe.estimators`)
@@ -214,11 +217,14 @@ def accuracy_differences(runs: list[Run], names: list[str], *, confidence: float
     Groups without a design-based estimate in either run are not tested.
     ``significant`` marks differences whose Holm-adjusted p-value is below
     :data:`ALPHA` over the whole family (every pair × the KG and every predicate).
+    ``estimates``: each run's :meth:`Run.estimates` at ``confidence``, when the caller
+    already has them.
     """
     from kgprobe.estimators import design_scores, table_from_store
 
     tables = [table_from_store(r.store) for r in runs]
-    estimates = [r.estimates(confidence) for r in runs]
+    if estimates is None:
+        estimates = [r.estimates(confidence) for r in runs]
     rows: list[dict] = []
     for i in range(len(runs)):
         for j in range(i + 1, len(runs)):
