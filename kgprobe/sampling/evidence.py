@@ -51,6 +51,8 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import betaln, expit, logit
 
+from kgprobe.sampling.refit import RefitOnGrowth
+
 _EPS = 1e-6
 _SMOOTHING = 2.0
 #: Bounds of the fitted parameters: log K, intercept b, the three weights a_x, and the
@@ -120,24 +122,17 @@ def posterior_mean(params, z, lg, f, s) -> np.ndarray:
     return (w1 + wm * (a + f) / (a + b + f + s)) / (w0 + w1 + wm)
 
 
-class EvidencePosterior:
+class EvidencePosterior(RefitOnGrowth):
     """Own answers + a learned, bounded prior from predicate and entity evidence (module doc)."""
 
     def __init__(self, *, refit_growth: float = 1.1):
+        super().__init__(refit_growth=refit_growth)
         self.params = _START.copy()
-        self.refit_growth = float(refit_growth)
-        self._fitted_at = 0
 
     @property
     def strength(self) -> float:
         """K: how many answers the prior is worth."""
         return float(np.exp(self.params[0]))
-
-    def maybe_fit(self, pkg) -> None:
-        total = int(pkg.failures.sum()) + int(pkg.successes.sum())
-        if total > 0 and total >= self.refit_growth * self._fitted_at:
-            self.fit(pkg)
-            self._fitted_at = total
 
     def fit(self, pkg) -> None:
         """Maximize the leave-one-out beta-binomial marginal likelihood of the probed edges."""

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kgprobe.sampling.refit import RefitOnGrowth
+
 GRID_POINTS = 42
 SMOOTHING = 1.0
 _MAX_STEPS = 200
@@ -47,21 +49,18 @@ def grid_likelihood(grid: np.ndarray, f: np.ndarray, s: np.ndarray) -> np.ndarra
     return np.exp(ll - ll.max(axis=1, keepdims=True))
 
 
-class GridPosterior:
+class GridPosterior(RefitOnGrowth):
     """The NPMLE prior on a grid and every edge's posterior under it (module docstring)."""
 
     def __init__(self, *, points: int = GRID_POINTS, smoothing: float = SMOOTHING, refit_growth: float = 1.1):
+        super().__init__(refit_growth=refit_growth)
         self.grid = np.linspace(0.0, 1.0, int(points))
         self.weights = np.full(self.grid.size, 1.0 / self.grid.size)
         self.smoothing = float(smoothing)
-        self.refit_growth = float(refit_growth)
-        self._fitted_at = 0
 
-    def maybe_fit(self, pkg) -> None:
-        total = int(pkg.failures.sum()) + int(pkg.successes.sum())
-        if total > 0 and total >= self.refit_growth * self._fitted_at:
-            self.fit_counts(pkg.failures[pkg.active_edges], pkg.successes[pkg.active_edges])
-            self._fitted_at = total
+    def fit(self, pkg) -> None:
+        """Refit the grid weights on the active edges' answers."""
+        self.fit_counts(pkg.failures[pkg.active_edges], pkg.successes[pkg.active_edges])
 
     def fit_counts(self, failures: np.ndarray, successes: np.ndarray, *, steps: int = _MAX_STEPS) -> None:
         """EM for the grid weights on the probed edges' (failures, successes)."""

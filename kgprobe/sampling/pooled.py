@@ -39,6 +39,7 @@ from scipy.special import betaln
 
 from kgprobe.sampling.design_draws import check_batch_size
 from kgprobe.sampling.base import DesignShareSampler, Selection
+from kgprobe.sampling.refit import RefitOnGrowth
 
 _K_GRID = 0.05 * 2.0 ** np.arange(0, 13)  # 0.05 .. 204.8
 _C_GRID = (1.0, 4.0, 16.0)
@@ -73,21 +74,13 @@ def _log_marginal(f: np.ndarray, s: np.ndarray, mu: np.ndarray, k: float) -> flo
     return float(np.sum(betaln(a + f, b + s) - betaln(a, b)))
 
 
-class PooledPosterior:
+class PooledPosterior(RefitOnGrowth):
     """The empirical-Bayes pooled posterior of every edge (module docstring)."""
 
     def __init__(self, *, refit_growth: float = 1.1):
+        super().__init__(refit_growth=refit_growth)
         self.strength = 2.0  # K
         self.pseudo_count = 4.0  # c
-        self.refit_growth = float(refit_growth)
-        self._fitted_at = 0  # total direct probes at the last fit
-
-    def maybe_fit(self, pkg) -> None:
-        """Refit once the number of probes has grown by ``refit_growth`` since the last fit."""
-        total = int(pkg.failures.sum()) + int(pkg.successes.sum())
-        if total > 0 and total >= self.refit_growth * self._fitted_at:
-            self.fit(pkg)
-            self._fitted_at = total
 
     def fit(self, pkg) -> None:
         """Choose (K, c) by beta-binomial marginal likelihood of the probed edges' own counts."""
