@@ -28,6 +28,7 @@ def register(subparsers) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
@@ -77,29 +78,37 @@ def handle(args: argparse.Namespace) -> int:
                   "differences below reflect the protocols as much as the models:[/]")
         for i, j, d in differences:
             out.print(f"  [{i + 1}] vs [{j + 1}] {d}", markup=False)
+    # Every table names the runs by number; the legend gives each number's model, method
+    # (and file, where two would look the same) once, so the tables fit 80 columns.
+    out.print("runs:", markup=False)
+    for i, name in enumerate(cmp.names):
+        out.print(f"  [{i + 1}] {name}", markup=False)
     _print_context(out, cmp.names, protocols)
-    t = Table(title="rates over each run's probed edges", title_justify="left")
-    t.add_column("run")
-    for col in ("probed", "win", "zero-sense", "all-sense", "KG accuracy (unbiased)",
-                "baseline chance / majority / null"):
-        t.add_column(col, justify="right")
+    t = Table(title="rates over each run's probed edges", title_justify="left", box=box.SIMPLE_HEAD,
+              pad_edge=False)
+    t.add_column("run", no_wrap=True)
+    for col in ("probed\nedges", "win", "zero-\nsense", "all-\nsense", "KG accuracy\n(unbiased, 95% CI)",
+                "chance /\nmajority / null"):
+        t.add_column(col, justify="right", no_wrap=True)
     baselines = cmp.baselines or [{}] * len(cmp.names)
-    for name, m, est, base in zip(cmp.names, cmp.metrics, cmp.estimates, baselines):
+    for i, (m, est, base) in enumerate(zip(cmp.metrics, cmp.estimates, baselines)):
         est_txt = f"{est['estimate']:.1%} [{est['low']:.1%}, {est['high']:.1%}]" if est else "n/a"
-        t.add_row(name, str(m["probed_edges"]), f"{m['win_rate']:.1%}", f"{m['zero_sense_rate']:.1%}",
-                  f"{m['all_sense_rate']:.1%}", est_txt, baseline_text((base or {}).get("kg")))
+        t.add_row(f"[{i + 1}]", str(m["probed_edges"]), f"{m['win_rate']:.1%}", f"{m['zero_sense_rate']:.1%}",
+                  f"{m['all_sense_rate']:.1%}", est_txt, baseline_text((base or {}).get("kg"), digits=0))
     out.print(t)
-    e = Table(title="subsumption η(row | column): share of facts the row knows that the column also knows "
-                    "(edges probed by both)", title_justify="left")
+    # A title is wrapped to its table's width, and this table is narrow: the line goes first.
+    out.print("subsumption η(row | column): share of facts the row knows that the column also knows "
+              "(edges probed by both)", markup=False)
+    e = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     e.add_column("")
     for i, _ in enumerate(cmp.names):
-        e.add_column(f"[{i + 1}]", justify="right")
-    for i, name in enumerate(cmp.names):
+        e.add_column(f"[{i + 1}]", justify="right", no_wrap=True)
+    for i, _ in enumerate(cmp.names):
         cells = [
             "–" if i == j else ("n/a" if cmp.eta[i][j] is None else f"{cmp.eta[i][j]:.2f} ({cmp.common[i][j]})")
             for j in range(len(cmp.names))
         ]
-        e.add_row(f"[{i + 1}] {name}", *cells)
+        e.add_row(f"[{i + 1}]", *cells)
     out.print(e)
     _print_differences(out, cmp.differences, baselines)
     return 0
@@ -191,6 +200,7 @@ def _print_context(out, names, protocols) -> None:
     one column per run, only those that do differ."""
     import json
 
+    from rich import box
     from rich.table import Table
 
     from kgprobe.protocol import CONTEXT_FIELDS, field_at
@@ -203,7 +213,7 @@ def _print_context(out, names, protocols) -> None:
     if not rows:
         return
     out.print("what differs between the runs besides the measurement protocol:", markup=False)
-    t = Table()
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     t.add_column("field")
     for i, _ in enumerate(names):
         t.add_column(f"[{i + 1}]")

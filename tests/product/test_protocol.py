@@ -138,7 +138,19 @@ def test_protocol_is_stored_and_compare_refuses_different_option_counts(tmp_path
     assert main(["compare", str(tmp_path / "a.kgrun"), str(tmp_path / "c.kgrun")]) == 0
     text = capsys.readouterr().out
     assert "WARNING" not in text and "what differs between the runs besides the measurement protocol:" in text
-    assert re.search(r"seed\s*│\s*5\s*│\s*6", text)
+    assert re.search(r"\n seed\s+5\s+6 *\n", text)
+    # The runs are numbered once in a legend; each table's row is the number alone and on
+    # one line at 80 columns: probed edges, win, zero-sense, all-sense, KG accuracy with
+    # its interval and the baselines, as the JSON has them.
+    assert f"  [1] {payload['runs'][0]}\n" in text and f"  [2] {payload['runs'][1]}\n" in text
+    for i, (m, est) in enumerate(zip(payload["metrics"], payload["accuracy_estimates"])):
+        row = (rf"\n \[{i + 1}\]\s+{m['probed_edges']}\s+{m['win_rate']:.1%}\s+{m['zero_sense_rate']:.1%}\s+"
+               rf"{m['all_sense_rate']:.1%}\s+{est['estimate']:.1%} \[{est['low']:.1%}, {est['high']:.1%}\]\s+"
+               r"\d+% / \d+% / – *\n")
+        assert re.search(row, text), row
+    # η needs edges both runs probed; these two seeds' 31 and 32 edges share none.
+    assert payload["common_edges"][0][1] == 0
+    assert re.search(r"\n \[1\]\s+–\s+n/a *\n \[2\]\s+n/a\s+– *\n", text)
     # Two runs: the pair is named in the differences' title; more: in a column of its own.
     assert "accuracy difference [1] − [2] (95% CI" in text and "A − B" not in text
     # The caption says which variance the KG's test used and which the predicates'.
