@@ -114,6 +114,11 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The table's name for a test whose full name would take a column of its own; the caption
+#: spells it out.
+SHORT_TESTS = {"paired on the shared floor, unpaired on the rest": "part-paired"}
+
+
 def _print_differences(out, diffs: dict | None, baselines: list[dict] | None = None) -> None:
     """Accuracy differences with 95 % intervals; * = significant after Holm's correction."""
     from rich import box
@@ -123,45 +128,51 @@ def _print_differences(out, diffs: dict | None, baselines: list[dict] | None = N
 
     if not diffs or not diffs["differences"]:
         return
-    # No vertical rules, the difference with its interval on one line, and with two runs
-    # the pair in the title instead of a column: the table fits an 80-column terminal
-    # (the report has the baselines with one decimal).
-    pairs = {tuple(r["pair"]) for r in diffs["differences"]}
-    one_pair = len(pairs) == 1
-    title = "accuracy difference " + (f"[{min(pairs)[0] + 1}] − [{min(pairs)[1] + 1}]" if one_pair else "A − B")
-    t = Table(title=f"{title} (95% CI; * significant at family-wise {diffs['alpha']:.0%} "
-                    f"after Holm's correction over {diffs['family_size']} tests)", title_justify="left",
-              box=box.SIMPLE_HEAD, pad_edge=False)
-    if not one_pair:
-        t.add_column("A − B", no_wrap=True)
-    t.add_column("scope")
-    t.add_column("difference", justify="right", no_wrap=True)
-    t.add_column("test", min_width=8)
-    t.add_column("p (Holm)", justify="right", no_wrap=True)
-    t.add_column("A's chance /\nmajority / null", justify="right", no_wrap=True)
-    for r in diffs["differences"]:
-        pair = [] if one_pair else [f"[{r['pair'][0] + 1}] − [{r['pair'][1] + 1}]"]
-        base = (baselines or [{}] * (r["pair"][0] + 1))[r["pair"][0]] or {}
-        scope_base = base.get("kg") if r["scope"] == "KG" else (base.get("by_predicate") or {}).get(r.get("predicate"))
-        if not r["tested"]:
-            t.add_row(*pair, r["label"], f"n/a ({r['reason']})", "", "", baseline_text(scope_base, digits=0))
-            continue
-        mark = " *" if r["significant"] else ""
-        t.add_row(*pair, r["label"],
-                  f"{r['difference'] * 100:+.1f} pt [{r['low'] * 100:+.1f}, {r['high'] * 100:+.1f}]{mark}",
-                  r["test"], f"{r['p_holm']:.3g}", baseline_text(scope_base, digits=0))
+    # No vertical rules, one space of padding, the difference with its interval on one line,
+    # a short name for the part-paired test, and one table per pair of runs with the pair
+    # named above it: each table fits an 80-column terminal with predicate names of up to
+    # 15 characters on one line (the report has the baselines with one decimal).
+    pairs = sorted({tuple(r["pair"]) for r in diffs["differences"]})
+    head = (f"accuracy difference [{pairs[0][0] + 1}] − [{pairs[0][1] + 1}]" if len(pairs) == 1
+            else "accuracy differences A − B")
+    # A title is wrapped to its table's width: titles are printed as lines of their own.
+    out.print(f"{head}, points (95% CI; * significant at family-wise {diffs['alpha']:.0%} after Holm's "
+              f"correction over {diffs['family_size']} tests)", markup=False)
+    for pair in pairs:
+        if len(pairs) > 1:
+            out.print(f"[{pair[0] + 1}] − [{pair[1] + 1}]", markup=False)
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+        t.add_column("scope", min_width=10)
+        t.add_column("difference", justify="right", no_wrap=True)
+        t.add_column("test", no_wrap=True)
+        t.add_column("p (Holm)", justify="right", no_wrap=True)
+        t.add_column("A's chance /\nmaj. / null", justify="right", no_wrap=True)
+        base = (baselines or [{}] * (pair[0] + 1))[pair[0]] or {}
+        for r in (r for r in diffs["differences"] if tuple(r["pair"]) == pair):
+            scope_base = (base.get("kg") if r["scope"] == "KG"
+                          else (base.get("by_predicate") or {}).get(r.get("predicate")))
+            if not r["tested"]:
+                t.add_row(r["label"], f"n/a ({r['reason']})", "", "", baseline_text(scope_base, digits=0))
+                continue
+            mark = " *" if r["significant"] else ""
+            t.add_row(r["label"],
+                      f"{r['difference'] * 100:+.1f} [{r['low'] * 100:+.1f}, {r['high'] * 100:+.1f}]{mark}",
+                      SHORT_TESTS.get(r["test"], r["test"]), f"{r['p_holm']:.3g}",
+                      baseline_text(scope_base, digits=0))
+        out.print(t)
     # Which variance each kind of test used, and where: the KG's and the predicates' unpaired
     # tests use different ones, so each entry says which rows it covers.
     scopes: dict[tuple[str, str], set[str]] = {}
     for r in diffs["differences"]:
         if r["tested"]:
             scopes.setdefault((r["test"], r["variance"]), set()).add("KG" if r["scope"] == "KG" else "predicates")
-    variances = [f"{test} ({' and '.join(sorted(where))}): {variance}"
-                 for (test, variance), where in sorted(scopes.items())]
+    variances = []
+    for (test, variance), where in sorted(scopes.items()):
+        rows = " and ".join(sorted(where))
+        short = SHORT_TESTS.get(test)
+        variances.append(f"{short} ({rows}; {test}): {variance}" if short else f"{test} ({rows}): {variance}")
     if variances:
-        t.caption = "variance — " + "; ".join(variances)
-        t.caption_justify = "left"
-    out.print(t)
+        out.print("variance — " + "; ".join(variances), markup=False)
 
 
 def _short_names(runs) -> list[str]:

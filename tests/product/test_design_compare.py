@@ -58,6 +58,26 @@ def test_compare_is_paired_on_the_floor_and_every_interval_is_possible(two_runs)
         assert row["low"] >= ea["low"] - eb["high"] - 1e-12 and row["high"] <= ea["high"] - eb["low"] + 1e-12
 
 
+def test_compare_table_names_the_part_paired_test_short_and_its_caption_spells_it_out(two_runs, capsys):
+    import re
+
+    from kgprobe.cli import main
+
+    diffs = accuracy_differences(two_runs, ["a", "b"])["differences"]
+    kg = next(r for r in diffs if r["scope"] == "KG")
+    capsys.readouterr()
+    assert main(["compare", str(two_runs[0].path), str(two_runs[1].path)]) == 0
+    text = capsys.readouterr().out
+    # The KG row on one line: difference and interval in points, the short test name, p.
+    interval = re.escape(f"{kg['difference'] * 100:+.1f} [{kg['low'] * 100:+.1f}, {kg['high'] * 100:+.1f}]")
+    p_holm = re.escape(f"{kg['p_holm']:.3g}")
+    row = rf"\n KG\s+{interval}( \*)?\s+part-paired\s+{p_holm}\s"
+    assert re.search(row, text), row
+    caption = " ".join(text[text.index("variance — "):].split())
+    assert ("part-paired (KG; paired on the shared floor, unpaired on the rest): per-probe score differences "
+            "(with-replacement, martingale CLT)") in caption
+
+
 def test_old_names_of_the_design_share_still_work_with_a_warning(tmp_path, countries, sim_model):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

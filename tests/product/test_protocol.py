@@ -152,14 +152,16 @@ def test_protocol_is_stored_and_compare_refuses_different_option_counts(tmp_path
     assert payload["common_edges"][0][1] == 0
     assert re.search(r"\n \[1\]\s+–\s+n/a *\n \[2\]\s+n/a\s+– *\n", text)
     # Two runs: the pair is named in the differences' title; more: in a column of its own.
-    assert "accuracy difference [1] − [2] (95% CI" in text and "A − B" not in text
+    assert "accuracy difference [1] − [2], points (95% CI" in text and "A − B" not in text
     # The caption says which variance the KG's test used and which the predicates'.
     caption = " ".join(text[text.index("variance — "):].split())
     assert re.search(r"\(KG\): \S", caption) and "unpaired (predicates): MOVER from each side's Korn-Graubard" in caption
     assert main(["compare", str(tmp_path / "a.kgrun"), str(tmp_path / "c.kgrun"), str(tmp_path / "b.kgrun"),
                  "--allow-different"]) == 0
     text = capsys.readouterr().out
-    assert "accuracy difference A − B (95% CI" in text and re.search(r"\[1\] − \[3\]\s+KG\s", text)
+    # More pairs: one table each, the pair named above it.
+    assert "accuracy differences A − B, points (95% CI" in text
+    assert re.search(r"\n\[1\] − \[3\] *\n(.*\n){4} KG\s+\S+ \[", text)
 
 
 def test_report_json_output_and_export(tmp_path, countries, sim_model, capsys):
