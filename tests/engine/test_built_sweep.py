@@ -52,9 +52,9 @@ BUILT_SWEEPS = [
     ("geo-nine", (997, 3, 1792), [("P17", 754), ("P47", 121), ("P37", 36)], [2, 9, 9, 10, 10],
      {"geo-nine-gemma3-270m": (2, 1386), "geo-nine-qwen2.5-coder-0.5b-instruct": (2, 829)}),
     # of 857 x 3 = 2,571: US states, Mexico and Canada; "located in" (P131) second. Gemma of
-    # 857 x 2 = 1,714.
+    # 857 x 2 = 1,714, Qwen of 1,714.
     ("geo-us", (857, 3, 1689), [("P17", 545), ("P131", 254), ("P37", 25)], [2, 2, 2, 3, 3],
-     {"geo-us-gemma3-270m": (2, 1333)}),
+     {"geo-us-gemma3-270m": (2, 1333), "geo-us-qwen2.5-coder-0.5b-instruct": (2, 1053)}),
 ]
 
 
@@ -80,5 +80,6 @@ def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
                      "geo-five-default", "geo-five-gemma3-270m", "geo-five-qwen2.5-coder-0.5b-instruct",
                      "geo-seven-default", "geo-eight-default", "geo-eight-gemma3-270m",
                      "geo-eight-qwen2.5-coder-0.5b-instruct", "geo-nine-default", "geo-nine-gemma3-270m",
-                     "geo-nine-qwen2.5-coder-0.5b-instruct", "geo-us-default", "geo-us-gemma3-270m"}
+                     "geo-nine-qwen2.5-coder-0.5b-instruct", "geo-us-default", "geo-us-gemma3-270m",
+                     "geo-us-qwen2.5-coder-0.5b-instruct"}
     assert not built & set(packaged_sweeps())
