@@ -114,8 +114,8 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-#: The table's name for a test whose full name would take a column of its own; the caption
-#: spells it out.
+#: The table's name for a test whose full name would take a column of its own; the variance
+#: line under the tables spells it out.
 SHORT_TESTS = {"paired on the shared floor, unpaired on the rest": "part-paired"}
 
 

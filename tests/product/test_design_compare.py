@@ -58,7 +58,7 @@ def test_compare_is_paired_on_the_floor_and_every_interval_is_possible(two_runs)
         assert row["low"] >= ea["low"] - eb["high"] - 1e-12 and row["high"] <= ea["high"] - eb["low"] + 1e-12
 
 
-def test_compare_table_names_the_part_paired_test_short_and_its_caption_spells_it_out(two_runs, capsys):
+def test_compare_table_names_the_part_paired_test_short_and_its_variance_line_spells_it_out(two_runs, capsys):
     import re
 
     from kgprobe.cli import main

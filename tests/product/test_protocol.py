@@ -151,9 +151,9 @@ def test_protocol_is_stored_and_compare_refuses_different_option_counts(tmp_path
     # η needs edges both runs probed; these two seeds' 31 and 32 edges share none.
     assert payload["common_edges"][0][1] == 0
     assert re.search(r"\n \[1\]\s+–\s+n/a *\n \[2\]\s+n/a\s+– *\n", text)
-    # Two runs: the pair is named in the differences' title; more: in a column of its own.
+    # Two runs: the pair is named in the differences' title; more: one table per pair (below).
     assert "accuracy difference [1] − [2], points (95% CI" in text and "A − B" not in text
-    # The caption says which variance the KG's test used and which the predicates'.
+    # The variance line says which variance the KG's test used and which the predicates'.
     caption = " ".join(text[text.index("variance — "):].split())
     assert re.search(r"\(KG\): \S", caption) and "unpaired (predicates): MOVER from each side's Korn-Graubard" in caption
     assert main(["compare", str(tmp_path / "a.kgrun"), str(tmp_path / "c.kgrun"), str(tmp_path / "b.kgrun"),
