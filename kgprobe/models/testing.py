@@ -37,6 +37,7 @@ def tiny_model(
     sliding_window: int | None = None,
     hidden_size: int = 32,
     intermediate_size: int = 64,
+    device: str = "cpu",
     **kwargs,
 ):
     """A :class:`~kgprobe.models.hf_backend.TransformersModel` around a random 2-layer Llama.
@@ -45,7 +46,8 @@ def tiny_model(
     window, kept small so too-long-context errors are cheap to provoke. With
     ``sliding_window`` the network is a 2-layer Gemma-3 instead (one sliding-window layer
     with that window, one full-attention layer), the architecture of the optional
-    Gemma-3-270m.
+    Gemma-3-270m. It runs on the CPU unless ``device`` says otherwise, so the values tests
+    pin hold on a machine with a GPU too (``auto`` there would mean CUDA in bfloat16).
     """
     import torch
     import transformers
@@ -85,7 +87,7 @@ def tiny_model(
     finally:
         torch.random.set_rng_state(generator_state)
     return TransformersModel.from_components(
-        model, tokenizer, label=f"tiny-random-{arch}-seed{seed}", add_bos=add_bos, **kwargs
+        model, tokenizer, label=f"tiny-random-{arch}-seed{seed}", add_bos=add_bos, device=device, **kwargs
     )
 
 
@@ -94,4 +96,5 @@ def tiny_random_model(**kwargs):
     heads, MLP 256) with the default tokenizer and a 4,096-token window, seed 0. Its
     cost per token is tiny next to a real model's, so it measures kgprobe's own work."""
     kwargs.setdefault("max_position_embeddings", 4096)
+    kwargs.setdefault("device", "auto")  # a spec like any other: the GPU when there is one
     return tiny_model(hidden_size=64, intermediate_size=256, **kwargs)

@@ -222,7 +222,12 @@ def _byte_level_bpe(backend) -> bool:
         spec = json.loads(backend.to_str())
     except Exception:  # a tokenizer that cannot describe itself: use the safe path
         return False
-    if spec.get("normalizer") is not None or (spec.get("model") or {}).get("type") != "BPE":
+    normalizer = spec.get("normalizer")
+    # An empty normalizer sequence changes nothing: transformers 5.17's GGUF conversion
+    # writes one where later releases write none.
+    if normalizer is not None and normalizer != {"type": "Sequence", "normalizers": []}:
+        return False
+    if (spec.get("model") or {}).get("type") != "BPE":
         return False
     pre = spec.get("pre_tokenizer") or {}
     parts = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else [pre]

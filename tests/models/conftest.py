@@ -20,17 +20,19 @@ def tiny():
 
 @pytest.fixture(scope="session")
 def smol():
-    """The real default model, SmolLM2-135M-Instruct (converted copy, ~1 s to load)."""
+    """The real default model, SmolLM2-135M-Instruct (converted copy, ~1 s to load), on the
+    CPU in float32: the log-likelihoods the tests pin are those (on a GPU machine ``auto``
+    would mean CUDA in bfloat16)."""
     from kgprobe.models.default_model import load_default_model
 
-    return load_default_model()
+    return load_default_model(device="cpu")
 
 
 def _plain_logprobs(hf_model, ids: list[int], boundary: int) -> tuple[list[float], list[bool]]:
     """Independent reference: one plain forward over the whole sequence, no cache, no
     packing; log-probs and argmax flags of positions ``boundary..len(ids)-1``."""
     with torch.no_grad():
-        logits = hf_model(torch.tensor([ids])).logits[0].float()
+        logits = hf_model(torch.tensor([ids], device=hf_model.device)).logits[0].float()
     logprobs = torch.log_softmax(logits, dim=-1)
     values = [logprobs[p - 1, ids[p]].item() for p in range(boundary, len(ids))]
     greedy = [int(logits[p - 1].argmax()) == ids[p] for p in range(boundary, len(ids))]

@@ -91,3 +91,25 @@ def test_a_tokenizer_of_another_kind_uses_batched_pair_tokenization():
     for (context, continuation, ids, boundary), enc in zip(CASES, encoder.encode(requests)):
         assert (enc.ids, enc.boundary) == (ids, boundary)
         assert enc.shared == 0
+
+
+@pytest.mark.parametrize("normalizer,takes_the_fast_path", [
+    # transformers 5.17's GGUF conversion writes this empty sequence where later releases
+    # write no normalizer: it changes nothing, so the fast path stays.
+    ("empty sequence", True),
+    # A real normalizer could change text across the cut: pair tokenization instead.
+    ("NFC", False),
+])
+def test_an_empty_normalizer_keeps_the_tokenize_once_path(tok, normalizer, takes_the_fast_path):
+    import copy
+
+    from tokenizers import normalizers
+
+    variant = copy.deepcopy(tok)
+    variant.backend_tokenizer.normalizer = {"empty sequence": normalizers.Sequence([]),
+                                            "NFC": normalizers.NFC()}[normalizer]
+    encoder = BatchEncoder(variant, add_bos=False, start=EOS)
+    assert encoder.splits_safely is takes_the_fast_path
+    requests = [ScoreRequest(c, o) for c, o, _, _ in CASES]
+    for (context, continuation, ids, boundary), enc in zip(CASES, encoder.encode(requests)):
+        assert (enc.ids, enc.boundary) == (ids, boundary)

@@ -191,7 +191,7 @@ def test_corrupt_weight_file(tiny, tmp_path):
 def test_saved_directory_loads_and_scores_identically(tiny, tmp_path):
     tiny.model.save_pretrained(str(tmp_path))
     tiny.tokenizer.save_pretrained(str(tmp_path))
-    loaded = TransformersModel(str(tmp_path), add_bos=False)
+    loaded = TransformersModel(str(tmp_path), add_bos=False, device="cpu")
     requests = [ScoreRequest(ZP_CONTEXT, o) for o in OPTIONS[:3]]
     for a, b in zip(tiny.score(requests), loaded.score(requests)):
         assert a.token_logprobs == pytest.approx(b.token_logprobs, abs=1e-6)

@@ -45,7 +45,8 @@ def test_hf_directory_spec_loads_transformers_backend(tiny, tmp_path):
     tiny.model.save_pretrained(str(tmp_path))
     tiny.tokenizer.save_pretrained(str(tmp_path))
     for spec in (f"hf:{tmp_path}", str(tmp_path)):
-        model = load_model(spec, add_bos=False)
+        # On the CPU a local model runs in float32 (on a GPU machine "auto" would mean bfloat16).
+        model = load_model(spec, add_bos=False, device="cpu")
         assert isinstance(model, TransformersModel)
         assert model.identity == f"transformers:{tmp_path.resolve()}|dtype=float32|bos=0"
 
