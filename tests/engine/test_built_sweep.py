@@ -33,18 +33,23 @@ def _built(kg_file: str, sweep_file: str):
 #: largest predicates, the smallest predicates' sizes, {other sweep: (passes, right)}.
 BUILT_SWEEPS = [
     # 920 of 311 x 4 = 1,244 answers right; recorded before ZP-LKE's examples were an option.
-    ("geo-skew", (311, 4, 920), [("P17", 232), ("P47", 46), ("P37", 7)], [3, 3, 3, 3, 3, 5], {}),
-    # of 487 x 6 = 2,922; Gemma of 487 x 4 = 1,948, Qwen of 1,948.
+    # Qwen2.5-Coder-1.5B (on a GPU) of 311 x 4 = 1,244.
+    ("geo-skew", (311, 4, 920), [("P17", 232), ("P47", 46), ("P37", 7)], [3, 3, 3, 3, 3, 5],
+     {"geo-skew-qwen2.5-coder-1.5b-instruct": (4, 751)}),
+    # of 487 x 6 = 2,922; Gemma of 487 x 4 = 1,948, Qwen of 1,948, Qwen-1.5B of 487 x 3 = 1,461.
     ("geo-four", (487, 6, 1878), [("P17", 365), ("P47", 52), ("P37", 18)], [4, 5, 6],
-     {"geo-four-gemma3-270m": (4, 1529), "geo-four-qwen2.5-coder-0.5b-instruct": (4, 619)}),
-    # of 1,140 x 5 = 5,700; Gemma of 1,140 x 3 = 3,420.
+     {"geo-four-gemma3-270m": (4, 1529), "geo-four-qwen2.5-coder-0.5b-instruct": (4, 619),
+      "geo-four-qwen2.5-coder-1.5b-instruct": (3, 988)}),
+    # of 1,140 x 5 = 5,700; Gemma of 1,140 x 3 = 3,420; Qwen-1.5B of 1,140 x 2 = 2,280 (two shards joined).
     ("geo-six", (1140, 5, 3524), [("P17", 960), ("P47", 91), ("P37", 23)], [1, 7, 7, 7],
-     {"geo-six-gemma3-270m": (3, 2716)}),
-    # of 723 x 6 = 4,338; Gemma of 723 x 3 = 2,169, Qwen of 2,169.
+     {"geo-six-gemma3-270m": (3, 2716), "geo-six-qwen2.5-coder-1.5b-instruct": (2, 1803)}),
+    # of 723 x 6 = 4,338; Gemma of 723 x 3 = 2,169, Qwen of 2,169, Qwen-1.5B of 723 x 2 = 1,446.
     ("geo-five", (723, 6, 2543), [("P17", 551), ("P47", 76), ("P37", 30)], [5, 5, 5, 6],
-     {"geo-five-gemma3-270m": (3, 1460), "geo-five-qwen2.5-coder-0.5b-instruct": (3, 1029)}),
-    # of 614 x 4 = 2,456.
-    ("geo-seven", (614, 4, 1513), [("P17", 446), ("P47", 74), ("P37", 27)], [6, 6, 7, 9, 10], {}),
+     {"geo-five-gemma3-270m": (3, 1460), "geo-five-qwen2.5-coder-0.5b-instruct": (3, 1029),
+      "geo-five-qwen2.5-coder-1.5b-instruct": (2, 885)}),
+    # of 614 x 4 = 2,456; Qwen-1.5B of 614 x 2 = 1,228.
+    ("geo-seven", (614, 4, 1513), [("P17", 446), ("P47", 74), ("P37", 27)], [6, 6, 7, 9, 10],
+     {"geo-seven-qwen2.5-coder-1.5b-instruct": (2, 818)}),
     # of 1,799 x 4 = 7,196; Gemma of 1,799 x 2 = 3,598, Qwen of 3,598.
     ("geo-eight", (1799, 4, 4183), [("P17", 1453), ("P47", 127), ("P131", 85)], [9, 10, 11, 11, 14],
      {"geo-eight-gemma3-270m": (2, 2667), "geo-eight-qwen2.5-coder-0.5b-instruct": (2, 2115)}),
@@ -81,5 +86,6 @@ def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
                      "geo-seven-default", "geo-eight-default", "geo-eight-gemma3-270m",
                      "geo-eight-qwen2.5-coder-0.5b-instruct", "geo-nine-default", "geo-nine-gemma3-270m",
                      "geo-nine-qwen2.5-coder-0.5b-instruct", "geo-us-default", "geo-us-gemma3-270m",
-                     "geo-us-qwen2.5-coder-0.5b-instruct"}
+                     "geo-us-qwen2.5-coder-0.5b-instruct",
+                     *(f"geo-{kg}-qwen2.5-coder-1.5b-instruct" for kg in ("skew", "four", "five", "six", "seven"))}
     assert not built & set(packaged_sweeps())
