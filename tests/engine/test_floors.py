@@ -1,0 +1,55 @@
+"""The informed floors of the efficiency study (kgprobe.simulation.floors): samplers told θ*."""
+
+import numpy as np
+
+from kgprobe.kg.parameterized import ParameterizedKG
+from kgprobe.simulation.floors import INFORMED_TOP_K, SCREEN_THEN_INFORMED, informed_specs
+
+
+def _pkg():
+    # A path of six edges, edge 5 inactive, one predicate.
+    heads, tails = np.arange(6), np.arange(1, 7)
+    active = np.array([True, True, True, True, True, False])
+    return ParameterizedKG(heads, tails, active, prior=(1.0, 1.0), propagation_weight=0.0,
+                           predicates=np.zeros(6, dtype=np.int32))
+
+
+def test_the_top_k_is_the_study_s_top_k_ties_in_edge_order_inactive_edges_left_out():
+    theta = np.array([0.5, 1.0, 0.5, 1.0, 0.0, 1.0])  # edge 5 is inactive
+    informed, screen = informed_specs(theta, _pkg().active, 3)
+    assert (informed.label, screen.label) == (INFORMED_TOP_K, SCREEN_THEN_INFORMED)
+    assert informed.top == screen.top == (1, 3, 0)
+    assert (informed.screen, screen.screen) == (False, True)
+
+
+def test_informed_probes_only_the_top_k_least_answered_first():
+    pkg = _pkg()
+    sampler = informed_specs(np.array([0.5, 1.0, 0.5, 1.0, 0.0, 1.0]), pkg.active, 3)[0].make()
+    rng = np.random.default_rng(0)
+    assert sorted(sampler.select(pkg, 3, rng).edges.tolist()) == [0, 1, 3]
+    pkg.update(np.array([1, 3]), np.array([False, False]))
+    pkg.update(np.array([1]), np.array([False]))
+    # answers so far: edge 1 twice, edge 3 once, edge 0 never
+    assert sampler.select(pkg, 1, rng).edges.tolist() == [0]
+    assert sorted(sampler.select(pkg, 2, rng).edges.tolist()) == [0, 3]
+    # A round larger than k is filled with the other active edges (never the inactive 5).
+    picked = sampler.select(pkg, 5, rng)
+    assert sorted(picked.edges.tolist()) == [0, 1, 2, 3, 4] and not picked.design.any()
+
+
+def test_screen_once_answers_every_active_edge_before_the_top_k():
+    pkg = _pkg()
+    sampler = informed_specs(np.array([0.5, 1.0, 0.5, 1.0, 0.0, 1.0]), pkg.active, 2)[1].make()
+    rng = np.random.default_rng(1)
+    # Round 1: the first three of a random order of the five unanswered active edges
+    # (default_rng(1).permutation(5) starts 4, 0, 1).
+    first = sampler.select(pkg, 3, rng).edges
+    assert first.tolist() == [4, 0, 1]
+    pkg.update(first, np.ones(3, dtype=bool))
+    # Round 2: the two still unanswered (2 and 3, one of them in the top k), then the
+    # top k's other edge, 1.
+    second = sampler.select(pkg, 3, rng).edges.tolist()
+    assert sorted(second[:2]) == [2, 3] and second[2] == 1
+    pkg.update(np.array(second), np.ones(3, dtype=bool))
+    # Every edge answered: only the top k from now on.
+    assert sorted(sampler.select(pkg, 2, rng).edges.tolist()) == [1, 3]
