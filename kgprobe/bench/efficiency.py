@@ -23,9 +23,10 @@ sweep of an embedded KG on its own, a sweep of a KG built with ``kgprobe build``
 ``--graph KG_FILE``. The KG is matched by the sweep's edge keys and KG content hash
 (:func:`kgprobe.simulation.replay.sweep_graph`); a KG that differs, or a sweep of
 another ``--method``, is exit 2 naming what differs. Beside the samplers it reports two
-configurations told the truth, ``informed_floors`` (:mod:`kgprobe.simulation.floors`):
-``informed top-k`` probes only the true top-k (a floor for any sampler), ``screen once,
-then informed`` answers every edge once and then only the true top-k.
+configurations told the truth, ``informed_ratios`` (:mod:`kgprobe.simulation.informed`):
+``informed top-k`` probes only the true top-k, ``screen once, then informed`` answers
+every edge once and then only the true top-k; references for how hard the sweep is, not
+bounds.
 
 Patterns not tuned on (plain mode, ``pattern_ratios``): graph-clustered weak regions,
 independent U-shaped errors and errors set by predicate alone
@@ -136,17 +137,17 @@ def handle_truth(args) -> int:
     batch = scaled(args.batch, e)
     if e < 2:
         raise InputError(f"--truth: the sweep has {e} edge(s); a study needs at least 2")
-    from kgprobe.simulation.floors import informed_specs
+    from kgprobe.simulation.informed import informed_specs
     from kgprobe.simulation.replay import replay_truth
     from kgprobe.simulation.study import DEFAULT_SPECS
 
     _, active, truth = replay_truth(kg, sweep)
     # Appended after the samplers, so their curves (and random streams) are unchanged.
-    floors = informed_specs(truth, active, k600)
-    result = run_replay_study(kg, sweep, specs=[*DEFAULT_SPECS, *floors], seeds=range(args.seeds),
+    references = informed_specs(truth, active, k600)
+    result = run_replay_study(kg, sweep, specs=[*DEFAULT_SPECS, *references], seeds=range(args.seeds),
                               epochs=args.epochs, batch=batch, top_k=sorted({k200, k600}))
     every = result.ratios(epochs=4.5, k=k600)
-    informed = {spec.label: every.pop(spec.label) for spec in floors}
+    informed = {spec.label: every.pop(spec.label) for spec in references}
     ratios = every
     ratios200 = {lab: r for lab, r in result.ratios(epochs=4.5, k=k200).items() if lab not in informed}
     best = _best(ratios)
@@ -158,7 +159,7 @@ def handle_truth(args) -> int:
         print(f"  {lab:24s} ratio top-{k600} {ratios[lab]:.3f}   top-{k200} {ratios200[lab]:.3f}   "
               f"draws past K {result.replacement_draws.get(lab, 0)}")
     for lab, r in informed.items():
-        print(f"  {lab:24s} ratio top-{k600} {r:.3f}   (told θ: a floor, not a sampler)")
+        print(f"  {lab:24s} ratio top-{k600} {r:.3f}   (told θ*: a reference, not a sampler)")
     total_draws = int(result.queries[-1]) * len(result.seeds) * len(ratios)
     draws = {lab: n for lab, n in result.replacement_draws.items() if lab not in informed}
     replacement = int(sum(draws.values()))
@@ -183,9 +184,9 @@ def handle_truth(args) -> int:
         "best_sampler": best,
         "ratios": {lab: _finite(r) for lab, r in ratios.items()},
         "ratios_top200": {lab: _finite(r) for lab, r in ratios200.items()},
-        # Samplers told θ* (kgprobe.simulation.floors): how far the best sampler is from
-        # screening every edge once and then knowing the top k.
-        "informed_floors": {lab: _finite(r) for lab, r in informed.items()},
+        # Samplers told θ* (kgprobe.simulation.informed): how far the best sampler is from
+        # screening every edge once and then knowing the top k (references, not bounds).
+        "informed_ratios": {lab: _finite(r) for lab, r in informed.items()},
         "replacement_draws": replacement,
         "replacement_share": round(replacement / total_draws, 4) if total_draws else 0.0,
         "replacement_draws_by_sampler": draws,

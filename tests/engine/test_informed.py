@@ -1,9 +1,9 @@
-"""The informed floors of the efficiency study (kgprobe.simulation.floors): samplers told θ*."""
+"""The informed references of the efficiency study (kgprobe.simulation.informed): samplers told θ*."""
 
 import numpy as np
 
 from kgprobe.kg.parameterized import ParameterizedKG
-from kgprobe.simulation.floors import INFORMED_TOP_K, SCREEN_THEN_INFORMED, informed_specs
+from kgprobe.simulation.informed import INFORMED_TOP_K, SCREEN_THEN_INFORMED, informed_specs
 
 
 def _pkg():
