@@ -146,9 +146,8 @@ def handle_truth(args) -> int:
     references = informed_specs(truth, active, k600)
     result = run_replay_study(kg, sweep, specs=[*DEFAULT_SPECS, *references], seeds=range(args.seeds),
                               epochs=args.epochs, batch=batch, top_k=sorted({k200, k600}))
-    every = result.ratios(epochs=4.5, k=k600)
-    informed = {spec.label: every.pop(spec.label) for spec in references}
-    ratios = every
+    ratios = result.ratios(epochs=4.5, k=k600)
+    informed = {spec.label: ratios.pop(spec.label) for spec in references}
     ratios200 = {lab: r for lab, r in result.ratios(epochs=4.5, k=k200).items() if lab not in informed}
     best = _best(ratios)
     theta = sweep.theta()

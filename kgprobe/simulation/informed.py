@@ -27,6 +27,7 @@ import numpy as np
 
 from kgprobe.sampling.base import Selection
 from kgprobe.sampling.focus import FocusSampler
+from kgprobe.simulation.study import hardest_edges
 
 INFORMED_TOP_K = "informed top-k"
 SCREEN_THEN_INFORMED = "screen once, then informed"
@@ -53,14 +54,13 @@ class InformedSampler(FocusSampler):
         answered = np.asarray(pkg.successes, dtype=np.int64) + np.asarray(pkg.failures, dtype=np.int64)
         picked = np.empty(0, dtype=np.int64)
         if self.screen:
-            active = np.flatnonzero(pkg.active)
+            active = pkg.active_edges
             picked = rng.permutation(active[answered[active] == 0])[:n]
         if picked.size < n:
             rest = self.top[~np.isin(self.top, picked)]
             picked = np.concatenate([picked, self._least_answered(rest, answered, n - picked.size, rng)])
         if picked.size < n:  # k < n: fill the round with the other edges, least answered first
-            others = np.flatnonzero(pkg.active)
-            others = others[~np.isin(others, picked)]
+            others = pkg.active_edges[~np.isin(pkg.active_edges, picked)]
             picked = np.concatenate([picked, self._least_answered(others, answered, n - picked.size, rng)])
         return Selection(picked.astype(np.int64), np.zeros(picked.size, dtype=bool))
 
@@ -79,8 +79,6 @@ class InformedSpec:
 
 
 def informed_specs(theta: np.ndarray, active: np.ndarray, k: int) -> list[InformedSpec]:
-    """The two informed configurations for the top ``k`` active edges by θ (ties in edge
-    order, as the study ranks them)."""
-    act = np.flatnonzero(np.asarray(active, dtype=bool))
-    top = tuple(int(j) for j in act[np.argsort(-np.asarray(theta)[act], kind="stable")][:k])
+    """The two informed configurations for the study's top ``k`` active edges by θ."""
+    top = tuple(int(j) for j in hardest_edges(theta, active)[:k])
     return [InformedSpec(INFORMED_TOP_K, top, screen=False), InformedSpec(SCREEN_THEN_INFORMED, top, screen=True)]

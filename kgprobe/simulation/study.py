@@ -137,6 +137,13 @@ def efficiency_ratio(result: StudyResult, label: str, *, epochs: float = 4.5, k:
     return _crossing(result.queries, result.mean_curve(label, k), target) / q_ref
 
 
+def hardest_edges(theta: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """The active edges from the highest θ to the lowest, ties in edge order: the study's top
+    k are the first k."""
+    active_idx = np.flatnonzero(np.asarray(active, dtype=bool))
+    return active_idx[np.argsort(-np.asarray(theta)[active_idx], kind="stable")]
+
+
 def bernoulli_oracle(theta_star: np.ndarray, edges: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Right/wrong verdicts: edge j is answered right with probability 1 − θ*_j."""
     return rng.random(edges.size) >= theta_star[edges]
@@ -190,7 +197,7 @@ def run_study(
     theta = _check_inputs(heads, tails, active, theta_star, batch, epochs, top_k)
     act = np.asarray(active, dtype=bool)
     active_idx = np.flatnonzero(act)
-    order = active_idx[np.argsort(-theta[active_idx], kind="stable")]
+    order = hardest_edges(theta, act)
     hardest = {int(k): order[:k] for k in top_k}
     n_act = active_idx.size
     rounds = math.ceil(epochs * n_act / batch)
