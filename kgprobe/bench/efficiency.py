@@ -8,7 +8,10 @@ Ratio (KGLens' headline): the queries a configuration needs to reach the top-600
 that brute force reaches after 4.5 epochs, divided by the queries of those 4.5 epochs,
 from seed-averaged curves (:func:`kgprobe.simulation.study.efficiency_ratio`). KGLens
 reports 0.65 for Thompson sampling with propagation; ``inf`` means "not reached within
-5 epochs". ``ratio_best`` is the smallest ratio over all configurations. The same study
+5 epochs". ``ratio_intervals``: each ratio's 95 % seed-bootstrap interval
+(:func:`kgprobe.simulation.study.ratio_intervals`; null = "never"), how much of it is the
+seeds' luck; two samplers whose intervals overlap widely are not told apart by this run
+(more ``--seeds`` narrow it). ``ratio_best`` is the smallest ratio over all configurations. The same study
 is repeated with uncorrelated θ* (``uncorrelated_ratios``) to show what propagation
 costs when errors do not cluster.
 
@@ -52,7 +55,9 @@ def register(subparsers) -> None:
     parser.add_argument("--graph", default=None, metavar="KG",
                         help="an embedded KG name or a KG file (`kgprobe build`); default: countries, or with "
                         "--truth the sweep's own KG (a built KG's sweep needs its KG file here)")
-    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seeds", type=int, default=5,
+                        help="study seeds per configuration (default 5); every random stream hangs on the seed, "
+                        "so more seeds narrow ratio_intervals (3 or more give them)")
     parser.add_argument("--coverage-runs", type=int, default=None,
                         help="replays of the coverage study (default: 1000 with --truth, where a coverage of "
                         "0.93 or more is judged and 200 replays would leave a standard error of 1.5 points; "
@@ -102,6 +107,23 @@ def _finite(x: float):
     return round(x, 4) if math.isfinite(x) else None
 
 
+def _intervals(result, k: int, ratios: dict) -> dict | None:
+    """Seed-bootstrap 95 % intervals of the ratios in ``ratios`` (JSON-ready), or None under 3 seeds."""
+    from kgprobe.simulation.study import ratio_intervals
+
+    if len(result.seeds) < 3:
+        return None
+    return {lab: [_finite(lo), _finite(hi)] for lab, (lo, hi) in ratio_intervals(result, k=k).items()
+            if lab in ratios}
+
+
+def _interval_text(intervals: dict | None, label: str) -> str:
+    if not intervals:
+        return ""
+    lo, hi = (("never" if x is None else f"{x:.3f}") for x in intervals[label])
+    return f" [{lo}, {hi}]"
+
+
 def _best(ratios: dict) -> str:
     candidates = {lab: r for lab, r in ratios.items() if lab != "brute-force"}
     return min(candidates, key=candidates.get)
@@ -149,14 +171,15 @@ def handle_truth(args) -> int:
     ratios = result.ratios(epochs=4.5, k=k600)
     informed = {spec.label: ratios.pop(spec.label) for spec in references}
     ratios200 = {lab: r for lab, r in result.ratios(epochs=4.5, k=k200).items() if lab not in informed}
+    intervals = _intervals(result, k600, ratios)
     best = _best(ratios)
     theta = sweep.theta()
     print(f"truth: {sweep.describe()}")
     print(f"replay study: {e} active edges, batch {batch}, top-k {k600} (and {k200}), {args.seeds} replay seeds, "
           f"{args.epochs} epochs")
     for lab in ratios:
-        print(f"  {lab:24s} ratio top-{k600} {ratios[lab]:.3f}   top-{k200} {ratios200[lab]:.3f}   "
-              f"draws past K {result.replacement_draws.get(lab, 0)}")
+        print(f"  {lab:24s} ratio top-{k600} {ratios[lab]:.3f}{_interval_text(intervals, lab)}   "
+              f"top-{k200} {ratios200[lab]:.3f}   draws past K {result.replacement_draws.get(lab, 0)}")
     for lab, r in informed.items():
         print(f"  {lab:24s} ratio top-{k600} {r:.3f}   (told θ*: a reference, not a sampler)")
     total_draws = int(result.queries[-1]) * len(result.seeds) * len(ratios)
@@ -183,6 +206,7 @@ def handle_truth(args) -> int:
         "best_sampler": best,
         "ratios": {lab: _finite(r) for lab, r in ratios.items()},
         "ratios_top200": {lab: _finite(r) for lab, r in ratios200.items()},
+        "ratio_intervals": intervals,
         # Samplers told θ* (kgprobe.simulation.informed): how far the best sampler is from
         # screening every edge once and then knowing the top k (references, not bounds).
         "informed_ratios": {lab: _finite(r) for lab, r in informed.items()},
@@ -251,6 +275,7 @@ def handle(args) -> int:
     result, pkg = _study(kg, DEFAULT_SPECS, seeds, "correlated", args)
     ratios = result.ratios(epochs=4.5, k=600)
     ratios200 = result.ratios(epochs=4.5, k=200)
+    intervals = _intervals(result, 600, ratios)
     best = _best(ratios)
     import numpy as np
 
@@ -258,7 +283,8 @@ def handle(args) -> int:
     print(f"graph {kg.name}: {result.num_active} active edges; brute-force top-600 MSE at 4.5 epochs "
           f"{bf_target:.4f}")
     for lab in ratios:
-        print(f"  {lab:22s} ratio top-600 {ratios[lab]:.3f}   top-200 {ratios200[lab]:.3f}")
+        print(f"  {lab:22s} ratio top-600 {ratios[lab]:.3f}{_interval_text(intervals, lab)}   "
+              f"top-200 {ratios200[lab]:.3f}")
 
     uncorrelated_specs = [s for s in DEFAULT_SPECS if s.label in BAR_LABELS]
     unc, _ = _study(kg, uncorrelated_specs, seeds, "none", args)
@@ -288,6 +314,7 @@ def handle(args) -> int:
         "best_sampler": best,
         "ratios": {lab: _finite(r) for lab, r in ratios.items()},
         "ratios_top200": {lab: _finite(r) for lab, r in ratios200.items()},
+        "ratio_intervals": intervals,
         "kglens_thompson_prop_ratio": _finite(ratios["kglens-thompson+prop"]),
         "thompson_ratio": _finite(ratios["thompson"]),
         "uncorrelated_ratios": {lab: _finite(r) for lab, r in unc_ratios.items()},

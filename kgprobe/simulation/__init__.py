@@ -7,6 +7,7 @@ from kgprobe.simulation.study import (
     StudyResult,
     efficiency_ratio,
     estimator_coverage,
+    ratio_intervals,
     run_study,
     run_study_on_kg,
 )
@@ -14,5 +15,5 @@ from kgprobe.simulation.theta import ThetaSettings, generate_theta, theta_for_kg
 
 __all__ = [
     "DEFAULT_SPECS", "SamplerSpec", "SimulatedModel", "StudyResult", "ThetaSettings", "efficiency_ratio",
-    "estimator_coverage", "generate_theta", "run_study", "run_study_on_kg", "theta_for_kg",
+    "estimator_coverage", "generate_theta", "ratio_intervals", "run_study", "run_study_on_kg", "theta_for_kg",
 ]

@@ -13,6 +13,7 @@ Entry points:
 * :func:`run_study_on_kg` — the same for a :class:`~kgprobe.kg.graph.KnowledgeGraph`;
 * :func:`efficiency_ratio` — queries a configuration needs to reach the reference's
   MSE at a given number of epochs, divided by the queries of those epochs;
+* :func:`ratio_intervals` — how much of a ratio is the seeds' luck (a seed bootstrap);
 * :func:`estimator_coverage` — how often the design-based accuracy interval covers the truth.
 
 Example::
@@ -135,6 +136,48 @@ def efficiency_ratio(result: StudyResult, label: str, *, epochs: float = 4.5, k:
         raise InputError(f"the study ran {result.queries[-1]} queries, fewer than {epochs} epochs ({q_ref:.0f})")
     target = float(np.interp(q_ref, result.queries, result.mean_curve(reference, k)))
     return _crossing(result.queries, result.mean_curve(label, k), target) / q_ref
+
+
+def _seed_ratios(result: StudyResult, label: str, seed_sets: np.ndarray, *, epochs: float, k: int,
+                 reference: str) -> np.ndarray:
+    """:func:`efficiency_ratio` on the curves averaged over each row of ``seed_sets`` (indices into the seeds)."""
+    q_ref = result.epoch_queries(epochs)
+    ref = result.mse[reference][k][seed_sets].mean(axis=1)
+    cur = result.mse[label][k][seed_sets].mean(axis=1)
+    return np.array([_crossing(result.queries, c, float(np.interp(q_ref, result.queries, r))) / q_ref
+                     for r, c in zip(ref, cur)])
+
+
+def ratio_intervals(result: StudyResult, *, epochs: float = 4.5, k: int = 600, reference: str = "brute-force",
+                    level: float = 0.95, resamples: int = 2000, seed: int = 0) -> dict[str, tuple[float, float]]:
+    """Percentile seed-bootstrap interval of every configuration's :func:`efficiency_ratio`.
+
+    Every random stream of a study run (picks, answers, θ* draws) hangs on its seed, so
+    the seeds are the independent units: each resample draws as many seeds as the study
+    ran, with replacement, and recomputes the ratio from the reference's and the
+    configuration's curves averaged over those same seeds (pairing kept). The interval is
+    for the ratio the same study would give with many seeds. With few seeds it is rough
+    (a percentile bootstrap of 5 units runs narrow), so read it as the ratio's noise, not
+    as an exact 95 % interval; an upper end of ``inf`` means more than the tail share of
+    resamples never reached the reference. Needs at least 3 seeds.
+    """
+    n = len(result.seeds)
+    if n < 3:
+        raise InputError(f"a seed-bootstrap interval needs at least 3 seeds; the study ran {n}")
+    if not 0.0 < level < 1.0:
+        raise InputError(f"level must be in (0, 1), got {level}")
+    rng = np.random.default_rng(seed)
+    seed_sets = rng.integers(0, n, size=(resamples, n))
+    tail = 50.0 * (1.0 - level)
+    out = {}
+    for label in result.mse:
+        r = _seed_ratios(result, label, seed_sets, epochs=epochs, k=k, reference=reference)
+        # Order statistics, not interpolation: inf sorts last, so an end past the finite
+        # resamples is inf (not reached), never NaN.
+        r.sort()
+        out[label] = (float(r[int(np.floor(tail / 100 * (resamples - 1)))]),
+                      float(r[int(np.ceil((1 - tail / 100) * (resamples - 1)))]))
+    return out
 
 
 def hardest_edges(theta: np.ndarray, active: np.ndarray) -> np.ndarray:

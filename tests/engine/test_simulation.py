@@ -16,6 +16,7 @@ from kgprobe.simulation.study import (
     StudyResult,
     _crossing,
     efficiency_ratio,
+    ratio_intervals,
     estimator_coverage,
     run_study,
 )
@@ -122,6 +123,25 @@ def test_crossing_and_ratio_by_hand():
     # "fast" reaches 0.28 between 200 (0.3) and 300 (0.1): 200 + 100·0.02/0.2 = 210 → 210/360.
     assert efficiency_ratio(res, "fast", epochs=4.5, k=1) == pytest.approx(210 / 360)
     assert efficiency_ratio(res, "brute-force", epochs=4.5, k=1) == pytest.approx(1.0)
+
+
+def test_ratio_intervals_by_hand():
+    q = np.array([100.0, 200.0, 300.0, 400.0])
+    res = StudyResult(queries=q, num_active=80, batch=100, top_k=(1,), seeds=(0, 1, 2))
+    res.mse["brute-force"] = {1: np.tile([0.8, 0.6, 0.4, 0.2], (3, 1))}  # target 0.28 at 360 queries
+    fast, slow = [0.5, 0.3, 0.1, 0.05], [0.6, 0.5, 0.3, 0.1]
+    res.mse["mixed"] = {1: np.array([fast, fast, slow])}
+    res.mse["stuck"] = {1: np.array([fast, fast, [0.8, 0.7, 0.6, 0.5]])}
+    iv = ratio_intervals(res, epochs=4.5, k=1)
+    # Resamples of only seeds 0/1 (8/27 of them) give "fast" alone: 210/360, the lowest a
+    # mixture can be; only seed 2 three times (1/27 > 2.5 %) gives "slow" alone, which
+    # reaches 0.28 at 300 + 100·0.02/0.2 = 310 queries, the highest.
+    assert iv["mixed"] == pytest.approx((210 / 360, 310 / 360))
+    # The same, but seed 2's curve never gets there: its 1/27 of resamples are inf.
+    assert iv["stuck"] == (pytest.approx(210 / 360), float("inf"))
+    assert iv["brute-force"] == (1.0, 1.0)  # the reference on the same seeds, always
+    with pytest.raises(InputError, match="at least 3 seeds"):
+        ratio_intervals(StudyResult(queries=q, num_active=80, batch=100, top_k=(1,), seeds=(0, 1)))
 
 
 def test_study_bad_inputs():

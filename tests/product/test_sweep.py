@@ -119,6 +119,7 @@ def test_the_real_data_study_runs_from_the_repository(capsys):
     assert main(["bench", "efficiency", "--truth", "default", "--seeds", "1", "--coverage-runs", "40"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert out["coverage_study"]["runs"] == 40  # the bench's own default is 1,000 replays
+    assert out["ratio_intervals"] is None  # a seed bootstrap needs 3 seeds or more
     assert out["passes"] == truth.passes and out["edges"] == truth.num_edges
     assert out["k"] == scaled(600, truth.num_edges) and out["accuracy"] == round(truth.accuracy(), 4)
     assert {"thompson", "kglens-thompson", "kglens-thompson+prop", "brute-force", "focus"} <= set(out["ratios"])
@@ -164,10 +165,25 @@ def test_a_sweep_of_a_built_kg_replays_through_the_cli(built_sweeps, capsys):
     assert f"recorded on the KG 'Iceland' (content hash {recorded.kg_hash[:12]}…), which is not embedded" in err
     assert f"pass --graph {kg_file} (the KG file the sweep was recorded with)" in err
 
-    assert main(["bench", "efficiency", "--truth", str(sweep_file), "--graph", str(kg_file), "--seeds", "1",
+    assert main(["bench", "efficiency", "--truth", str(sweep_file), "--graph", str(kg_file), "--seeds", "3",
                  "--coverage-runs", "200"]) == 0
-    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    printed = capsys.readouterr().out.strip().splitlines()
+    out = json.loads(printed[-1])
     right = recorded.correct
+    # Each sampler's ratio comes with the seed bootstrap of the same study (same seeds, specs, scaling).
+    from kgprobe.simulation.informed import informed_specs
+    from kgprobe.simulation.replay import replay_truth, run_replay_study, sweep_graph
+    from kgprobe.simulation.study import DEFAULT_SPECS, ratio_intervals
+
+    kg, sw = sweep_graph(recorded, str(kg_file))
+    _, active, truth = replay_truth(kg, sw)
+    again = run_replay_study(kg, sw, specs=[*DEFAULT_SPECS, *informed_specs(truth, active, 1)], seeds=range(3),
+                             batch=1, top_k=[1])
+    expected = ratio_intervals(again, k=1)
+    assert set(out["ratio_intervals"]) == set(out["ratios"])
+    for lab, (lo, hi) in out["ratio_intervals"].items():
+        assert [lo, hi] == [None if x == float("inf") else round(x, 4) for x in expected[lab]]
+    assert any(line.strip().startswith("focus ") and "ratio top-1 " in line and "[" in line for line in printed)
     assert (out["graph"], out["edges"], out["passes"]) == ("Iceland", 6, 2)
     assert out["accuracy"] == round(float(right.sum()) / 12, 4)
     assert out["always_right"] == round(float(right.all(axis=1).sum()) / 6, 4)
