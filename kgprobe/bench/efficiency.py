@@ -16,7 +16,7 @@ is repeated with uncorrelated θ* (``uncorrelated_ratios``) to show what propaga
 costs when errors do not cluster.
 
 Real answers (``--truth SWEEP``): the same study on a recorded sweep replayed
-(:mod:`kgprobe.simulation.replay`): truth θ_j = the share of wrong answers over the
+(:mod:`kgprobe.simulation.replay`), 20 replay seeds (``TRUTH_SEEDS``): truth θ_j = the share of wrong answers over the
 sweep's K passes, each probe answered by one of the edge's recorded answers (without
 replacement, then with replacement — counted in ``replacement_draws``). Only the sweep's
 E edges are active (the rest of the KG stays as structure); top-k and batch scale with
@@ -55,9 +55,11 @@ def register(subparsers) -> None:
     parser.add_argument("--graph", default=None, metavar="KG",
                         help="an embedded KG name or a KG file (`kgprobe build`); default: countries, or with "
                         "--truth the sweep's own KG (a built KG's sweep needs its KG file here)")
-    parser.add_argument("--seeds", type=int, default=5,
-                        help="study seeds per configuration (default 5); every random stream hangs on the seed, "
-                        "so more seeds narrow ratio_intervals (3 or more give them)")
+    parser.add_argument("--seeds", type=int, default=None,
+                        help="study seeds per configuration (default: 20 with --truth, 5 on the simulated graph); "
+                        "every random stream hangs on the seed, and a replayed ratio from 5 seeds runs about "
+                        "0.03 apart from seed set to seed set and low on average (docs/samplers.md, 'How much of "
+                        "a ratio is luck'); 3 or more give ratio_intervals")
     parser.add_argument("--coverage-runs", type=int, default=None,
                         help="replays of the coverage study (default: 1000 with --truth, where a coverage of "
                         "0.93 or more is judged and 200 replays would leave a standard error of 1.5 points; "
@@ -79,6 +81,13 @@ def register(subparsers) -> None:
 #: Replays of the coverage study with ``--truth``: a coverage near 0.95 then has a
 #: standard error of 0.7 points, small enough to judge it against 0.93.
 TRUTH_COVERAGE_RUNS = 1000
+#: Study seeds with ``--truth``. A replayed sweep's ratio rests on rare seeds in which a
+#: top edge stays unasked for long (its squared error dwarfs the rest), so 5 seeds give a
+#: figure that is low on average and about 0.03 apart from one seed set to the next; 20
+#: halve that (100 seeds of the default sweep, docs/samplers.md).
+TRUTH_SEEDS = 20
+#: Study seeds on the simulated graph, where every seed also draws its own θ*.
+SIMULATED_SEEDS = 5
 #: Runs of the coverage study on the simulated graph (its truth is exact, not replayed).
 SIMULATED_COVERAGE_RUNS = 50
 
@@ -253,6 +262,8 @@ def _pattern_ratios(kg, pkg, seeds, args) -> dict:
 def handle(args) -> int:
     from kgprobe.errors import InputError
 
+    if args.seeds is None:
+        args.seeds = TRUTH_SEEDS if args.truth else SIMULATED_SEEDS
     if args.coverage_runs is None:
         args.coverage_runs = TRUTH_COVERAGE_RUNS if args.truth else SIMULATED_COVERAGE_RUNS
     elif args.coverage_runs < 1:
