@@ -131,21 +131,17 @@ def efficiency_ratio(result: StudyResult, label: str, *, epochs: float = 4.5, k:
     Both curves are seed-averaged; the reference MSE at a fractional epoch is linearly
     interpolated between rounds. ``inf`` if the configuration never gets there.
     """
-    q_ref = result.epoch_queries(epochs)
-    if q_ref > result.queries[-1]:
-        raise InputError(f"the study ran {result.queries[-1]} queries, fewer than {epochs} epochs ({q_ref:.0f})")
+    q_ref = _reference_queries(result, epochs)
     target = float(np.interp(q_ref, result.queries, result.mean_curve(reference, k)))
     return _crossing(result.queries, result.mean_curve(label, k), target) / q_ref
 
 
-def _seed_ratios(result: StudyResult, label: str, seed_sets: np.ndarray, *, epochs: float, k: int,
-                 reference: str) -> np.ndarray:
-    """:func:`efficiency_ratio` on the curves averaged over each row of ``seed_sets`` (indices into the seeds)."""
+def _reference_queries(result: StudyResult, epochs: float) -> float:
+    """The queries of ``epochs`` brute-force epochs, which the study must have run."""
     q_ref = result.epoch_queries(epochs)
-    ref = result.mse[reference][k][seed_sets].mean(axis=1)
-    cur = result.mse[label][k][seed_sets].mean(axis=1)
-    return np.array([_crossing(result.queries, c, float(np.interp(q_ref, result.queries, r))) / q_ref
-                     for r, c in zip(ref, cur)])
+    if q_ref > result.queries[-1]:
+        raise InputError(f"the study ran {result.queries[-1]} queries, fewer than {epochs} epochs ({q_ref:.0f})")
+    return q_ref
 
 
 def ratio_intervals(result: StudyResult, *, epochs: float = 4.5, k: int = 600, reference: str = "brute-force",
@@ -166,12 +162,16 @@ def ratio_intervals(result: StudyResult, *, epochs: float = 4.5, k: int = 600, r
         raise InputError(f"a seed-bootstrap interval needs at least 3 seeds; the study ran {n}")
     if not 0.0 < level < 1.0:
         raise InputError(f"level must be in (0, 1), got {level}")
-    rng = np.random.default_rng(seed)
-    seed_sets = rng.integers(0, n, size=(resamples, n))
+    q_ref = _reference_queries(result, epochs)
+    seed_sets = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
+    # The reference's MSE at q_ref on each resample, read once for every configuration.
+    targets = [float(np.interp(q_ref, result.queries, c))
+               for c in result.mse[reference][k][seed_sets].mean(axis=1)]
     tail = 50.0 * (1.0 - level)
     out = {}
     for label in result.mse:
-        r = _seed_ratios(result, label, seed_sets, epochs=epochs, k=k, reference=reference)
+        curves = result.mse[label][k][seed_sets].mean(axis=1)
+        r = np.array([_crossing(result.queries, c, t) / q_ref for c, t in zip(curves, targets)])
         # Order statistics, not interpolation: inf sorts last, so an end past the finite
         # resamples is inf (not reached), never NaN.
         r.sort()
