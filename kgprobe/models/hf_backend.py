@@ -50,9 +50,10 @@ def _resolve_dtype(dtype, device):
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype in (None, "auto"):
-        # float32 on CPU: bfloat16 matmuls there are slow and less exact. bfloat16 on a GPU:
-        # its matrix units are built for it (float32 runs at a fraction of the speed);
-        # log-probs move by up to ~1 nat on a 135M model (GPU.md), so exactness checks
+        # float32 on CPU: bfloat16 matmuls there are slow and less exact. bfloat16 on a GPU
+        # for the memory of large models (half of float32's). For the models measured on
+        # an H200 (135M and 1.5B, docs/throughput.md) float32 was the faster there, and
+        # bfloat16 moves log-probs by up to ~1 nat, so exactness checks and recordings
         # ask for dtype="float32" explicitly.
         return torch.float32 if device.type == "cpu" else torch.bfloat16
     name = _DTYPES.get(str(dtype).lower())
