@@ -36,9 +36,10 @@ BUILT_SWEEPS = [
     # Qwen2.5-Coder-1.5B (on a GPU) of 311 x 4 = 1,244.
     ("geo-skew", (311, 4, 920), [("P17", 232), ("P47", 46), ("P37", 7)], [3, 3, 3, 3, 3, 5],
      {"geo-skew-qwen2.5-coder-1.5b-instruct": (4, 751)}),
-    # of 487 x 6 = 2,922; Gemma of 487 x 4 = 1,948, Qwen of 1,948, Qwen-1.5B of 487 x 4 = 1,948
-    # (re-recorded with a fourth pass: its first three equal the earlier three-pass file's).
-    ("geo-four", (487, 6, 1878), [("P17", 365), ("P47", 52), ("P37", 18)], [4, 5, 6],
+    # of 487 x 10 = 4,870 (re-recorded with four more passes: its first six equal the earlier
+    # six-pass file's, 1,878 right); Gemma of 487 x 4 = 1,948, Qwen of 1,948, Qwen-1.5B of
+    # 487 x 4 = 1,948 (re-recorded with a fourth pass: its first three equal the earlier three-pass file's).
+    ("geo-four", (487, 10, 3118), [("P17", 365), ("P47", 52), ("P37", 18)], [4, 5, 6],
      {"geo-four-gemma3-270m": (4, 1529), "geo-four-qwen2.5-coder-0.5b-instruct": (4, 619),
       "geo-four-qwen2.5-coder-1.5b-instruct": (4, 1311)}),
     # of 1,140 x 5 = 5,700; Gemma of 1,140 x 3 = 3,420; Qwen-1.5B of 1,140 x 2 = 2,280 (two shards joined).
