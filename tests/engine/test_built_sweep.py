@@ -49,8 +49,9 @@ BUILT_SWEEPS = [
     ("geo-five", (723, 6, 2543), [("P17", 551), ("P47", 76), ("P37", 30)], [5, 5, 5, 6],
      {"geo-five-gemma3-270m": (3, 1460), "geo-five-qwen2.5-coder-0.5b-instruct": (3, 1029),
       "geo-five-qwen2.5-coder-1.5b-instruct": (3, 1349)}),
-    # of 614 x 4 = 2,456; Qwen-1.5B of 614 x 3 = 1,842.
-    ("geo-seven", (614, 4, 1513), [("P17", 446), ("P47", 74), ("P37", 27)], [6, 6, 7, 9, 10],
+    # of 614 x 10 = 6,140 (re-recorded with six more passes: its first four equal the earlier
+    # four-pass file's, 1,513 right); Qwen-1.5B of 614 x 3 = 1,842.
+    ("geo-seven", (614, 10, 3794), [("P17", 446), ("P47", 74), ("P37", 27)], [6, 6, 7, 9, 10],
      {"geo-seven-qwen2.5-coder-1.5b-instruct": (3, 1227)}),
     # of 1,799 x 4 = 7,196; Gemma of 1,799 x 2 = 3,598, Qwen of 3,598,
     # Qwen-1.5B of 1,799 x 3 = 5,397 (six shards joined).
