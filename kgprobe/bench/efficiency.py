@@ -33,7 +33,10 @@ bounds.
 
 Patterns not tuned on (plain mode, ``pattern_ratios``): graph-clustered weak regions,
 independent U-shaped errors and errors set by predicate alone
-(:mod:`kgprobe.simulation.patterns`), for the samplers the bars are about.
+(:mod:`kgprobe.simulation.patterns`), for the samplers the bars are about, and beside them
+the two informed references on the same θ* draws (``pattern_informed_ratios``): what a
+configuration needs that answers every edge once and then knows the top k, next to
+what the samplers need to tell it apart.
 
 Coverage: 50 seeded runs of the ``focus`` sampler (10 % design draws) for one brute-force
 epoch of queries each; the share of runs whose 95 % interval for the KG accuracy
@@ -238,25 +241,34 @@ def handle_truth(args) -> int:
     return 0
 
 
-def _pattern_ratios(kg, pkg, seeds, args) -> dict:
-    """Ratios (top-600) of the bar samplers on each error pattern the samplers were not tuned on."""
+def _pattern_ratios(kg, pkg, seeds, args, *, k: int = 600) -> tuple[dict, dict]:
+    """Ratios (top-``k``) of the bar samplers on each error pattern the samplers were not tuned on,
+    and of the two informed references on the same θ* draws (told θ*: references, not samplers)."""
+    from kgprobe.simulation.informed import informed_specs
     from kgprobe.simulation.patterns import PATTERNS, pattern_theta
     from kgprobe.simulation.study import DEFAULT_SPECS, combine_results, run_study
 
     specs = [s for s in DEFAULT_SPECS if s.label in ("brute-force", "thompson", "focus", "pooled-thompson",
                                                      "kglens-thompson+prop")]
-    out = {}
+    out, informed = {}, {}
     for pattern in PATTERNS:
         parts = []
         for seed in seeds:
             theta = pattern_theta(pattern, pkg.heads, pkg.tails, kg.predicate_of, kg.active, seed=seed)
-            parts.append(run_study(pkg.heads, pkg.tails, kg.active, theta, predicates=kg.predicate_of, specs=specs,
-                                   batch=args.batch, epochs=args.epochs, seeds=[seed]))
-        ratios = combine_results(parts).ratios(epochs=4.5, k=600)
+            # Appended after the samplers, so their curves (and random streams) are unchanged.
+            references = informed_specs(theta, kg.active, k)
+            parts.append(run_study(pkg.heads, pkg.tails, kg.active, theta, predicates=kg.predicate_of,
+                                   specs=[*specs, *references], batch=args.batch, epochs=args.epochs,
+                                   seeds=[seed], top_k=(k,)))
+        ratios = combine_results(parts).ratios(epochs=4.5, k=k)
+        told = {spec.label: ratios.pop(spec.label) for spec in references}
         for lab, r in ratios.items():
-            print(f"  pattern {pattern:10s}: {lab:22s} ratio top-600 {r:.3f}")
+            print(f"  pattern {pattern:10s}: {lab:26s} ratio top-{k} {r:.3f}")
+        for lab, r in told.items():
+            print(f"  pattern {pattern:10s}: {lab:26s} ratio top-{k} {r:.3f}   (told θ*: a reference, not a sampler)")
         out[pattern] = {lab: _finite(r) for lab, r in ratios.items()}
-    return out
+        informed[pattern] = {lab: _finite(r) for lab, r in told.items()}
+    return out, informed
 
 
 def handle(args) -> int:
@@ -303,7 +315,8 @@ def handle(args) -> int:
     unc_best = _best(unc_ratios)
     for lab in unc_ratios:
         print(f"  uncorrelated θ*: {lab:22s} ratio top-600 {unc_ratios[lab]:.3f}")
-    patterns = _pattern_ratios(kg, pkg, range(args.pattern_seeds), args) if args.patterns else {}
+    patterns, pattern_informed = (_pattern_ratios(kg, pkg, range(args.pattern_seeds), args) if args.patterns
+                                  else ({}, {}))
 
     theta = theta_for_kg(kg, seed=0)
     cov_spec = SamplerSpec("focus", "focus", 1.0)
@@ -332,6 +345,8 @@ def handle(args) -> int:
         "uncorrelated_ratio_best": _finite(unc_ratios[unc_best]),
         "uncorrelated_best_sampler": unc_best,
         "pattern_ratios": patterns,
+        # The same θ* draws probed by the two configurations told θ* (kgprobe.simulation.informed).
+        "pattern_informed_ratios": pattern_informed,
         "pattern_seeds": args.pattern_seeds if args.patterns else 0,
         "coverage": round(cov["coverage"], 3),
         "coverage_runs": cov["runs"],

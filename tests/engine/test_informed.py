@@ -53,3 +53,37 @@ def test_screen_once_answers_every_active_edge_before_the_top_k():
     pkg.update(np.array(second), np.ones(3, dtype=bool))
     # Every edge answered: only the top k from now on.
     assert sorted(sampler.select(pkg, 2, rng).edges.tolist()) == [1, 3]
+
+
+def test_the_pattern_study_reports_the_references_beside_the_samplers_whose_ratios_they_leave_alone():
+    """``bench efficiency``'s pattern study: the informed references run on the same θ* draws
+    after the samplers, so every sampler's curve is the one it has without them."""
+    from types import SimpleNamespace
+
+    from kgprobe.bench.efficiency import _pattern_ratios
+    from kgprobe.simulation.patterns import PATTERNS, pattern_theta
+    from kgprobe.simulation.study import DEFAULT_SPECS, run_study
+    from kgprobe.simulation.synthetic import skewed_graph
+
+    heads, tails, active = skewed_graph(300, seed=4)
+    predicates = np.random.default_rng(0).integers(0, 4, heads.size)
+    kg = SimpleNamespace(predicate_of=predicates, active=active)
+    graph = SimpleNamespace(heads=heads, tails=tails)
+    args = SimpleNamespace(batch=16, epochs=5.0)
+    ratios, informed = _pattern_ratios(kg, graph, [0], args, k=20)
+    assert set(ratios) == set(informed) == set(PATTERNS)
+    labels = {"brute-force", "thompson", "focus", "pooled-thompson", "kglens-thompson+prop"}
+    for pattern in PATTERNS:
+        assert set(ratios[pattern]) == labels
+        assert set(informed[pattern]) == {INFORMED_TOP_K, SCREEN_THEN_INFORMED}
+    # The samplers alone, on the u-shaped draw of seed 0: the same ratios to the last digit.
+    theta = pattern_theta("u-shaped", heads, tails, predicates, active, seed=0)
+    alone = run_study(heads, tails, active, theta, predicates=predicates,
+                      specs=[s for s in DEFAULT_SPECS if s.label in labels], batch=16, epochs=5.0, seeds=[0],
+                      top_k=(20,)).ratios(epochs=4.5, k=20)
+    assert ratios["u-shaped"] == {lab: (round(r, 4) if np.isfinite(r) else None) for lab, r in alone.items()}
+    # The references' own figures are as the study measures them on the same draw.
+    refs = run_study(heads, tails, active, theta, predicates=predicates,
+                     specs=[s for s in DEFAULT_SPECS if s.label in labels] + informed_specs(theta, active, 20),
+                     batch=16, epochs=5.0, seeds=[0], top_k=(20,)).ratios(epochs=4.5, k=20)
+    assert informed["u-shaped"] == {lab: round(refs[lab], 4) for lab in (INFORMED_TOP_K, SCREEN_THEN_INFORMED)}
