@@ -45,8 +45,10 @@ BUILT_SWEEPS = [
     # of 1,140 x 5 = 5,700; Gemma of 1,140 x 3 = 3,420; Qwen-1.5B of 1,140 x 2 = 2,280 (two shards joined).
     ("geo-six", (1140, 5, 3524), [("P17", 960), ("P47", 91), ("P37", 23)], [1, 7, 7, 7],
      {"geo-six-gemma3-270m": (3, 2716), "geo-six-qwen2.5-coder-1.5b-instruct": (2, 1803)}),
-    # of 723 x 6 = 4,338; Gemma of 723 x 3 = 2,169, Qwen of 2,169, Qwen-1.5B of 723 x 3 = 2,169.
-    ("geo-five", (723, 6, 2543), [("P17", 551), ("P47", 76), ("P37", 30)], [5, 5, 5, 6],
+    # of 723 x 10 = 7,230 (re-recorded with four more passes in two shards: its first six give the
+    # earlier six-pass file's verdicts, 2,543 right); Gemma of 723 x 3 = 2,169, Qwen of 2,169,
+    # Qwen-1.5B of 723 x 3 = 2,169.
+    ("geo-five", (723, 10, 4276), [("P17", 551), ("P47", 76), ("P37", 30)], [5, 5, 5, 6],
      {"geo-five-gemma3-270m": (3, 1460), "geo-five-qwen2.5-coder-0.5b-instruct": (3, 1029),
       "geo-five-qwen2.5-coder-1.5b-instruct": (3, 1349)}),
     # of 614 x 10 = 6,140 (re-recorded with six more passes: its first four equal the earlier
