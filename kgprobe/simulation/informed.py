@@ -11,8 +11,8 @@ knows what no real sampler knows, which tells "the samplers could do better here
   least-answered first. A sampler above it loses by not telling the top k apart after
   one answer; one below it gains from pooling (leaving edges its predicate says are fine).
 
-Both estimate θ as ``focus`` does (its pooled posterior), so their MSE curves compare
-with ``focus``'s. Neither is a bound: that estimator learns its prior from all the
+Both estimate θ as ``focus`` does (its pooled posterior, refitted as the answers grow),
+so their MSE curves compare with ``focus``'s. Neither is a bound: that estimator learns its prior from all the
 answers, so where a predicate is wrong as a whole, answers spread over the predicate can
 teach it more than answers on the top k alone (Qwen2.5-Coder-0.5B's answers on geo-us:
 ``focus`` 0.084, ``informed top-k`` 0.268; docs/samplers.md). They are study
@@ -51,6 +51,10 @@ class InformedSampler(FocusSampler):
         return shuffled[np.argsort(answered[shuffled], kind="stable")][:n]
 
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
+        # The estimate is focus's pooled posterior, fitted as focus fits it (before each
+        # round's picks, on every answer so far); unfitted, it would estimate with the
+        # initial strength and pseudo-count whatever the answers said.
+        self._maybe_fit(pkg)
         answered = np.asarray(pkg.successes, dtype=np.int64) + np.asarray(pkg.failures, dtype=np.int64)
         picked = np.empty(0, dtype=np.int64)
         if self.screen:

@@ -1,6 +1,7 @@
 """The informed references of the efficiency study (kgprobe.simulation.informed): samplers told θ*."""
 
 import numpy as np
+import pytest
 
 from kgprobe.kg.parameterized import ParameterizedKG
 from kgprobe.simulation.informed import INFORMED_TOP_K, SCREEN_THEN_INFORMED, informed_specs
@@ -87,3 +88,20 @@ def test_the_pattern_study_reports_the_references_beside_the_samplers_whose_rati
                      specs=samplers + informed_specs(theta, active, 20),
                      batch=16, epochs=5.0, seeds=[0], top_k=(20,)).ratios(epochs=4.5, k=20)
     assert informed["u-shaped"] == {lab: _finite(refs[lab]) for lab in (INFORMED_TOP_K, SCREEN_THEN_INFORMED)}
+
+
+def test_the_references_estimate_with_focus_s_posterior_fitted_to_the_answers():
+    """Fitted as ``focus`` fits it: edge 1 wrong three times and edge 4 right three times are
+    answers of facts known or not, so the beta-binomial likelihood picks the least prior
+    strength of the grid, K = 0.05 (P(three alike) = (K/2 + 1)(K/2 + 2) / (2(K + 1)(K + 2))
+    falls with K). With one predicate and no propagation the prior mean is the predicate's
+    error rate, (3 + 2·g)/(6 + 2) = 0.5 with g = (3 + 1)/(6 + 2), so edge 1's estimate is
+    (0.05·0.5 + 3)/(0.05 + 3). Unfitted (strength 2) it would be (2·0.5 + 3)/(2 + 3) = 0.8."""
+    for screen in (False, True):
+        pkg = _pkg()
+        sampler = informed_specs(np.array([0.5, 1.0, 0.5, 1.0, 0.0, 1.0]), pkg.active, 2)[int(screen)].make()
+        for _ in range(3):
+            pkg.update(np.array([1, 4]), np.array([False, True]))
+        sampler.select(pkg, 2, np.random.default_rng(0))
+        assert sampler.estimate(pkg)[1] == pytest.approx(3.025 / 3.05, abs=1e-12)
+        assert sampler.estimate(pkg)[4] == pytest.approx(0.025 / 3.05, abs=1e-12)
