@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import sys
 import time
@@ -582,7 +583,8 @@ class Engine:
         # A probe that had to repeat an earlier phrasing of its edge is the same
         # observation again, not new evidence: it is recorded but does not update the PKG.
         fresh = np.fromiter((not v.detail.get("repeated", False) for v in verdicts), dtype=bool, count=len(verdicts))
-        self.pkg.update(edges[fresh], correct[fresh])
+        margins = _margins(verdicts) if getattr(self.sampler, "uses_margins", False) else None
+        self.pkg.update(edges[fresh], correct[fresh], None if margins is None else margins[fresh])
         queries = int(sum(t.num_queries for t in tasks))
         self.queries_spent += queries
         self.round = r
@@ -789,4 +791,15 @@ def _decode_state(state: dict) -> dict:
             out[k] = _decode_state(v)
         else:
             out[k] = v
+    return out
+
+
+def _margins(verdicts) -> np.ndarray:
+    """Each verdict's margin, gold log-prob minus the best wrong one (NaN where a probe has none:
+    it generated its answer, or scored no wrong option)."""
+    out = np.full(len(verdicts), np.nan)
+    for i, v in enumerate(verdicts):
+        gold, wrong = v.detail.get("gold_logprob"), v.detail.get("best_wrong_logprob")
+        if gold is not None and wrong is not None and math.isfinite(gold) and math.isfinite(wrong):
+            out[i] = float(gold) - float(wrong)
     return out

@@ -9,6 +9,10 @@ O(graph) in Python:
   the prior forever;
 * ``successes``, ``failures`` (int32) — direct probe results per edge (``m``, ``n``
   in METHODS.md), without any propagated signal;
+* ``margin_count``, ``margin_sum``, ``margin_squares`` — per edge the number, sum and
+  sum of squares of the answers' margins (gold log-prob minus the best wrong one), kept
+  only when a round passes margins (:meth:`update`; None until then): what
+  :mod:`kgprobe.sampling.margin` reads;
 * a node → incident-edge index in CSR form (``int64`` offsets, ``int32`` edge ids) from
   which the one-hop neighbourhood of an edge (every edge sharing a node with it) is
   read on demand; the edge × edge adjacency is never materialized, because a hub node
@@ -144,6 +148,9 @@ class ParameterizedKG:
         self.beta = np.full(n, b0, dtype=np.float64)
         self.successes = np.zeros(n, dtype=np.int32)
         self.failures = np.zeros(n, dtype=np.int32)
+        self.margin_count: np.ndarray | None = None
+        self.margin_sum: np.ndarray | None = None
+        self.margin_squares: np.ndarray | None = None
         self._active_edges: np.ndarray | None = None
         self._num_active: int | None = None
         self._bins: np.ndarray | None = None  # see kgprobe.sampling.beta_bins
@@ -295,16 +302,20 @@ class ParameterizedKG:
             correct = correct.astype(bool)
         return edges, correct
 
-    def update(self, edges: np.ndarray, correct: np.ndarray) -> None:
+    def update(self, edges: np.ndarray, correct: np.ndarray, margins: np.ndarray | None = None) -> None:
         """Apply one round's results: direct update plus one-hop propagation.
 
         ``edges`` are the distinct active edges probed this round and ``correct[i]``
         whether the model answered edge ``edges[i]`` right. The exact rule is in the
-        module docstring.
+        module docstring. ``margins[i]`` (optional): the answer's margin, added to the
+        edge's margin counts; NaN where the answer has none. The margins change nothing
+        else: α, β and the counts are the verdicts'.
         """
         edges, correct = self.validate_batch(edges, correct)
         if edges.size == 0:
             return
+        if margins is not None:
+            self._add_margins(edges, margins)
         wrong = ~correct
         self.failures[edges[wrong]] += 1
         self.successes[edges[correct]] += 1
@@ -318,6 +329,25 @@ class ParameterizedKG:
             from kgprobe.sampling.beta_bins import refresh_bins
 
             refresh_bins(self, np.concatenate(changed))
+
+    def _add_margins(self, edges: np.ndarray, margins) -> None:
+        margins = np.asarray(margins, dtype=np.float64)
+        if margins.shape != edges.shape:
+            raise InputError(f"margins has shape {margins.shape}, edges {edges.shape}: one margin (or NaN) per edge")
+        if np.isinf(margins).any():
+            raise InputError("a margin must be finite (NaN where an answer has none)")
+        has = ~np.isnan(margins)
+        if not has.any():
+            return
+        if self.margin_count is None:
+            n = self.num_edges
+            self.margin_count = np.zeros(n, dtype=np.int32)
+            self.margin_sum = np.zeros(n, dtype=np.float64)
+            self.margin_squares = np.zeros(n, dtype=np.float64)
+        e, m = edges[has], margins[has]
+        self.margin_count[e] += 1
+        self.margin_sum[e] += m
+        self.margin_squares[e] += m * m
 
     def _propagate(self, edges: np.ndarray, wrong: np.ndarray, w: float) -> np.ndarray:
         h = self.heads[edges].astype(np.int64)
@@ -383,6 +413,9 @@ class ParameterizedKG:
             "prior": np.asarray(self.prior, dtype=np.float64),
             "propagation_weight": np.asarray(self.propagation_weight, dtype=np.float64),
             "num_nodes": np.asarray(self.num_nodes, dtype=np.int64),
+            **({} if self.margin_count is None else {
+                "margin_count": self.margin_count.copy(), "margin_sum": self.margin_sum.copy(),
+                "margin_squares": self.margin_squares.copy()}),
         }
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
@@ -410,6 +443,17 @@ class ParameterizedKG:
         self.beta = np.array(state["beta"], dtype=np.float64)
         self.successes = np.array(state["successes"], dtype=np.int32)
         self.failures = np.array(state["failures"], dtype=np.int32)
+        # Margins: only in the states of runs whose rounds passed them.
+        if "margin_count" in state:
+            for key in ("margin_count", "margin_sum", "margin_squares"):
+                if np.shape(state[key]) != (self.num_edges,):
+                    raise InputError(f"checkpoint {key!r} has shape {np.shape(state[key])}, but this graph has "
+                                     f"{self.num_edges} edges: it belongs to a different graph")
+            self.margin_count = np.array(state["margin_count"], dtype=np.int32)
+            self.margin_sum = np.array(state["margin_sum"], dtype=np.float64)
+            self.margin_squares = np.array(state["margin_squares"], dtype=np.float64)
+        else:
+            self.margin_count = self.margin_sum = self.margin_squares = None
         self._bins = None
 
     # -- export ------------------------------------------------------------------------------

@@ -12,7 +12,10 @@
   over each edge's neighbourhood and predicate, with a design side sample
   (:mod:`kgprobe.sampling.pooled`);
 * ``focus`` — kgprobe's own: probes where one more answer most reduces the uncertainty
-  about likely-weak edges, on the same pooled posterior (:mod:`kgprobe.sampling.focus`).
+  about likely-weak edges, on the same pooled posterior (:mod:`kgprobe.sampling.focus`);
+* ``margin-focus`` — ``focus`` that reads each answer's margin (gold log-prob minus the
+  best wrong one, from probes that score options) to tell weak edges answered right
+  from strong ones (:mod:`kgprobe.sampling.margin`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from kgprobe.sampling.base import Sampler, Selection
 from kgprobe.sampling.brute_force import BruteForceSampler
 from kgprobe.sampling.epsilon_greedy import EpsilonGreedySampler
 from kgprobe.sampling.focus import FocusSampler
+from kgprobe.sampling.margin import MarginFocusSampler
 from kgprobe.sampling.pooled import PooledThompsonSampler
 from kgprobe.sampling.thompson import KGLensThompsonSampler, ThompsonSampler
 from kgprobe.sampling.uniform import UniformSampler
@@ -37,6 +41,7 @@ SAMPLERS: dict[str, type[Sampler]] = {
     "brute-force": BruteForceSampler,
     "pooled-thompson": PooledThompsonSampler,
     "focus": FocusSampler,
+    "margin-focus": MarginFocusSampler,
 }
 
 #: Sampler options under their older names. The old names keep working (with a warning

@@ -45,6 +45,11 @@ class ReplayOracle:
         self._order = self._rng.permuted(np.tile(np.arange(self.passes), (edges.size, 1)), axis=1)
         self._used = np.zeros(edges.size, dtype=np.int64)
         self._correct = np.asarray(sweep.correct, dtype=bool)
+        margin = sweep.margin()
+        self._margin = None if margin is None else np.asarray(margin, dtype=np.float64)
+        #: The recorded margins of the last :meth:`answer` call's verdicts, in order (None
+        #: for a sweep without log-probs): what a margin-reading sampler is given.
+        self.last_margins: np.ndarray | None = None
         self.replacement_draws = 0
         self.draws = 0
 
@@ -61,6 +66,7 @@ class ReplayOracle:
         """One recorded verdict per edge, in order (an edge may appear more than once)."""
         rows = self.rows(edges)
         out = np.empty(rows.size, dtype=bool)
+        picked = np.empty(rows.size, dtype=np.int64)
         for i, r in enumerate(rows.tolist()):
             used = self._used[r]
             if used < self.passes:
@@ -70,6 +76,8 @@ class ReplayOracle:
                 self.replacement_draws += 1
             self._used[r] = used + 1
             out[i] = self._correct[r, k]
+            picked[i] = k
+        self.last_margins = None if self._margin is None else self._margin[rows, picked]
         self.draws += rows.size
         return out
 

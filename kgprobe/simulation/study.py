@@ -68,6 +68,8 @@ DEFAULT_SPECS: tuple[SamplerSpec, ...] = (
     SamplerSpec("pooled-thompson", "pooled-thompson", 1.0),
     SamplerSpec("focus", "focus", 1.0),
     SamplerSpec("focus (no propagation)", "focus", 0.0),
+    # Last, so every configuration above keeps its random stream (the spec index seeds it).
+    SamplerSpec("margin-focus", "margin-focus", 1.0),
 )
 
 
@@ -264,11 +266,14 @@ def run_study(
             replay = oracle(seed) if oracle is not None else None
             for r in range(rounds):
                 sel = sampler.select(pkg, batch, pick_rng)
+                margins = None
                 if replay is None:
                     verdicts = bernoulli_oracle(theta, sel.edges, answer_rng)
                 else:
                     verdicts = replay.answer(sel.edges)
-                pkg.update(sel.edges, verdicts)
+                    if getattr(sampler, "uses_margins", False):
+                        margins = replay.last_margins
+                pkg.update(sel.edges, verdicts, margins)
                 est = sampler.estimate(pkg)
                 for k, idx in hardest.items():
                     d = est[idx] - theta[idx]

@@ -116,3 +116,34 @@ def test_every_probe_name_runs(countries, model):
         for name in ("zp-lke", "zp-lke-gen", "hgp", "hgp-gen", "yes-no", "yes-no-logprob", "wh", "easy", "hard"):
             task, verdict = run(countries, model, make_probe(name), edge)
             assert isinstance(verdict.correct, bool) and task.num_queries >= 1
+
+
+def test_a_margin_focus_run_keeps_each_answer_s_margin_and_resumes_with_them(countries, model, tmp_path):
+    """``margin-focus`` on the real model: the engine passes every ZP-LKE answer's margin (its
+    verdict's gold log-prob minus the best wrong one) to the PKG, the run file keeps them in
+    its states, and a run resumed after round 2 ends where an unbroken one does."""
+    import kgprobe
+
+    settings = dict(method="zp-lke", sampler="margin-focus", batch_size=8, budget=32, seed=3, lazy=True,
+                    probe_options={"num_examples": 5, "num_distractors": 4}, convergence=False)
+    unbroken = kgprobe.probe(countries, model, store=tmp_path / "a.kgrun", **settings).finish()
+    probes = unbroken.store.probes()
+    assert len(probes) == 32
+    count = np.zeros(countries.num_edges, dtype=int)
+    total = np.zeros(countries.num_edges)
+    for p in probes:
+        margin = p.detail["gold_logprob"] - p.detail["best_wrong_logprob"]
+        assert (margin > 0) == p.correct
+        count[p.edge] += 1
+        total[p.edge] += margin
+    assert np.array_equal(unbroken.pkg.margin_count, count)
+    assert np.allclose(unbroken.pkg.margin_sum, total, rtol=0, atol=1e-9)
+    run = kgprobe.probe(countries, model, store=tmp_path / "b.kgrun", **settings)
+    for summary in run.rounds():
+        if summary.round == 2:
+            break
+    run.close()
+    resumed = kgprobe.resume(tmp_path / "b.kgrun", model)
+    assert resumed.is_finished
+    assert [(p.edge, p.correct) for p in resumed.store.probes()] == [(p.edge, p.correct) for p in probes]
+    assert np.array_equal(resumed.pkg.margin_sum, unbroken.pkg.margin_sum)

@@ -1,0 +1,138 @@
+"""Margin focus (kgprobe.sampling.margin): the latent margin model, the PKG's margin counts,
+the replayed margins, and the picks, on numbers checked by hand."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from kgprobe.errors import InputError
+from kgprobe.kg.parameterized import ParameterizedKG
+from kgprobe.sampling import make_sampler
+from kgprobe.sampling.margin import (DEFAULT_WITHIN_SD, MIN_BETWEEN_VAR, MIN_WITHIN_VAR, margin_level,
+                                     margin_variances, top_probabilities)
+
+
+def _pkg(n=8):
+    heads, tails = np.arange(n), np.arange(1, n + 1)
+    return ParameterizedKG(heads, tails, np.ones(n, dtype=bool), propagation_weight=0.0,
+                           predicates=np.zeros(n, dtype=np.int32))
+
+
+def test_within_variance_waits_for_twenty_repeat_degrees_of_freedom():
+    # 19 edges answered twice with margins x and x + 2 (variance 2 each, one degree of
+    # freedom each): 19 < 20, so the default; a twentieth such edge: exactly 2.
+    x = np.arange(20.0)
+    count, total, squares = np.full(20, 2), 2 * x + 2, x ** 2 + (x + 2) ** 2
+    s2, _ = margin_variances(count[:19], total[:19], squares[:19])
+    assert s2 == DEFAULT_WITHIN_SD ** 2
+    s2, tau2 = margin_variances(count, total, squares)
+    assert s2 == pytest.approx(2.0, abs=1e-12)
+    # The edges' means are x + 1, variance (20² − 1)/12 = 33.25, less s²·mean(1/n) = 2·½.
+    assert tau2 == pytest.approx(33.25 - 1.0, abs=1e-9)
+
+
+def test_variances_keep_their_floors():
+    # Repeats that all agree (a model scoring every phrasing alike): s² would be 0.
+    s2, tau2 = margin_variances(np.full(20, 2), np.full(20, 2.0), np.full(20, 2.0))
+    assert s2 == MIN_WITHIN_VAR
+    assert tau2 == MIN_BETWEEN_VAR  # every mean is 1: no spread between edges
+
+
+def test_top_probability_by_hand():
+    # Prior error ½: μ0 = 0. No margin: M ~ N(0, τ²), and θ ≥ ½ ⇔ M ≤ 0: probability ½.
+    p = top_probabilities(np.array([0.5]), np.array([0]), np.array([0.0]), 1.0, 1.0, 0.5)
+    assert p[0] == pytest.approx(0.5, abs=1e-12)
+    # One margin of 2 with s² = τ² = 1: M | m ~ N(1, ½), so P(M ≤ 0) = Φ(−1/√½) = Φ(−√2).
+    p = top_probabilities(np.array([0.5]), np.array([1]), np.array([2.0]), 1.0, 1.0, 0.5)
+    assert p[0] == pytest.approx(norm.cdf(-math.sqrt(2.0)), abs=1e-12)
+    assert p[0] == pytest.approx(0.0786496, abs=1e-7)
+    # Level 0.8 with s² = 4: θ ≥ 0.8 ⇔ M ≤ −2·Φ⁻¹(0.8) = −1.6832; prior error Φ(−1) with
+    # s² + τ² = 8 puts μ0 at √8 (the prior predicts a wrong answer with chance Φ(−1)).
+    mu0 = math.sqrt(8.0)
+    p = top_probabilities(np.array([norm.cdf(-1.0)]), np.array([0]), np.array([0.0]), 4.0, 4.0, 0.8)
+    assert p[0] == pytest.approx(norm.cdf((-2.0 * norm.ppf(0.8) - mu0) / 2.0), abs=1e-9)
+
+
+def test_the_level_puts_the_top_share_above_it():
+    prior, count, total = np.full(4, 0.5), np.array([1, 1, 1, 1]), np.array([-3.0, -1.0, 1.0, 3.0])
+    t = margin_level(lambda lv: top_probabilities(prior, count, total, 1.0, 4.0, lv), 0.25)
+    assert np.mean(top_probabilities(prior, count, total, 1.0, 4.0, t)) == pytest.approx(0.25, abs=1e-6)
+
+
+def test_the_pkg_keeps_margin_counts_only_when_given_and_restores_them():
+    pkg = _pkg()
+    pkg.update(np.array([0, 1]), np.array([True, False]))
+    assert pkg.margin_count is None and "margin_count" not in pkg.state_dict()
+    pkg.update(np.array([0, 1, 2]), np.array([True, False, True]), np.array([1.5, -2.0, np.nan]))
+    pkg.update(np.array([0]), np.array([True]), np.array([0.5]))
+    assert pkg.margin_count[:3].tolist() == [2, 1, 0]
+    assert pkg.margin_sum[:3].tolist() == [2.0, -2.0, 0.0]
+    assert pkg.margin_squares[:3].tolist() == [2.5, 4.0, 0.0]
+    # The verdicts alone move the counts: the margins change nothing else.
+    assert pkg.successes[:3].tolist() == [3, 0, 1] and pkg.failures[:3].tolist() == [0, 2, 0]
+    other = _pkg()
+    other.load_state_dict(pkg.state_dict())
+    assert np.array_equal(other.margin_sum, pkg.margin_sum) and np.array_equal(other.margin_count, pkg.margin_count)
+    # A state written before margins existed (or by a run that passed none) has none.
+    state = {k: v for k, v in pkg.state_dict().items() if not k.startswith("margin_")}
+    other.load_state_dict(state)
+    assert other.margin_count is None
+    with pytest.raises(InputError, match="one margin"):
+        pkg.update(np.array([0, 1]), np.array([True, True]), np.array([1.0]))
+    with pytest.raises(InputError, match="finite"):
+        pkg.update(np.array([0]), np.array([True]), np.array([np.inf]))
+
+
+def test_without_margins_the_picks_are_focus_s():
+    a, b = _pkg(), _pkg()
+    focus, margin = make_sampler("focus"), make_sampler("margin-focus")
+    for r in range(3):
+        pa = focus.select(a, 3, np.random.default_rng(r))
+        pb = margin.select(b, 3, np.random.default_rng(r))
+        assert pa.edges.tolist() == pb.edges.tolist() and pa.design.tolist() == pb.design.tolist()
+        verdicts = np.array([True, False, True])
+        a.update(pa.edges, verdicts)
+        b.update(pb.edges, verdicts)
+
+
+def test_a_right_answer_by_a_hair_is_asked_again_before_a_confident_one():
+    """Six edges, each answered once, all right: the same counts, so the same pooled
+    posterior and the same count-variance term for every one. Only the margins differ,
+    and the sampler (design draws off) asks the edges with the thinnest margins first."""
+    pkg = _pkg(6)
+    margins = np.array([6.0, 0.2, 4.0, 0.5, 8.0, 2.0])
+    pkg.update(np.arange(6), np.ones(6, dtype=bool), margins)
+    sampler = make_sampler("margin-focus", design_fraction=0.0)
+    picks = sampler.select(pkg, 3, np.random.default_rng(0))
+    assert picks.edges.tolist() == [1, 3, 5] and not picks.design.any()
+    # focus, blind to the margins, ranks them all alike (its picks are ties broken at random).
+    focus = make_sampler("focus", design_fraction=0.0)
+    assert sorted(focus.select(pkg, 6, np.random.default_rng(0)).edges.tolist()) == list(range(6))
+
+
+def test_the_replay_hands_out_the_margin_of_the_pass_it_hands_out():
+    from kgprobe.simulation.replay import ReplayOracle
+    from kgprobe.sweep import Sweep
+
+    gold = np.array([[-1.0, -2.0, -0.5], [-3.0, -0.25, -4.0]], dtype=np.float32)
+    wrong = np.array([[-2.0, -1.0, -1.5], [-1.0, -2.25, -3.0]], dtype=np.float32)
+    sweep = Sweep(kg="t", kg_hash="h", method="zp-lke", probe_options={}, model="m", passes=3, seed=0,
+                  edges=np.array([0, 1]),
+                  correct=gold > wrong, gold_logprob=gold, best_wrong_logprob=wrong, made_by="test")
+    oracle = ReplayOracle(sweep, seed=3)
+    for _ in range(3):
+        right = oracle.answer(np.array([1, 0]))
+        # Each margin is the one of the pass whose verdict came with it.
+        assert np.array_equal(right, oracle.last_margins > 0)
+        for row, m in zip((1, 0), oracle.last_margins):
+            assert m in (gold[row] - wrong[row]).tolist()
+    # Every pass handed out once: the three margins of each edge, each once.
+    oracle = ReplayOracle(sweep, seed=3)
+    seen = []
+    for _ in range(3):
+        oracle.answer(np.array([0, 1]))
+        seen.append(oracle.last_margins.tolist())
+    assert sorted(s[0] for s in seen) == sorted((gold[0] - wrong[0]).tolist())
+    assert sorted(s[1] for s in seen) == sorted((gold[1] - wrong[1]).tolist())
