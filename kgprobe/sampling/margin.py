@@ -6,9 +6,9 @@ gets right: a right answer is the same one bit for both. A probe that scores opt
 (ZP-LKE) says more than the bit. It scores the gold object against every wrong
 candidate, and the answer is right exactly when the margin
 ``m = log p(gold) − max log p(wrong)`` is positive. On the committed sweeps the margin of
-one answer predicts the edge's error rate over the other passes (Spearman −0.45 to −0.61
-among edges answered right, on four models); of the edges answered right with a margin in
-the lowest quarter, 8–29 % are weak, in the highest quarter 0–1.5 %.
+one answer predicts the edge's error rate over the other passes (Spearman −0.45 to
+−0.61 among edges answered right, on four sweeps of three models); of the edges answered
+right with a margin in the lowest quarter 8–29 % are weak, in the highest 0–1.5 %.
 
 **The latent margin model.** Each answer's margin is the edge's own mean plus noise, and
 the edge's error rate is the chance of a negative margin::
@@ -34,7 +34,8 @@ mean ``v·(μ0_j/τ² + Σm/s²)``, so ``P(θ_j ≥ t) = Φ((−s·Φ⁻¹(t) �
     score_j = P_margin(θ_j ≥ t) · p_j (1 − p_j) / (a_j + b_j + 1)²
 
 the chance that the edge is among the hardest ``top_share`` of the graph (``t`` the level
-at which the margin posteriors put that share: mean over active edges of
+at which the margin posteriors put that share: mean over the active edges (an even
+stride of at most 20,000 of them on larger graphs) of
 ``P(θ_j ≥ t)`` = ``top_share``) times the expected drop in the variance of its
 *count* estimate from one more answer (``focus``'s pooled ``Beta(a_j, b_j)``). The
 margins decide *which* edges are worth asking; the estimate stays ``focus``'s
@@ -55,7 +56,7 @@ from scipy.special import ndtr, ndtri
 from kgprobe.sampling.base import Selection
 from kgprobe.sampling.design_draws import check_batch_size
 from kgprobe.sampling.epsilon_greedy import top_n_by_score
-from kgprobe.sampling.focus import FocusSampler
+from kgprobe.sampling.focus import _LEVEL_SAMPLE, FocusSampler
 
 #: Within-edge standard deviation of the margins before the run has seen enough repeats.
 DEFAULT_WITHIN_SD = 1.5
@@ -130,8 +131,11 @@ class MarginFocusSampler(FocusSampler):
         act = pkg.active_edges
         s2, tau2 = margin_variances(count[act], pkg.margin_sum[act], pkg.margin_squares[act])
         prior = self.posterior.prior_mean(pkg)
+        # The level from an even stride of at most _LEVEL_SAMPLE edges, as focus's.
+        sample = act[:: max(1, act.size // _LEVEL_SAMPLE)]
         level = margin_level(
-            lambda t: top_probabilities(prior[act], count[act], pkg.margin_sum[act], s2, tau2, t), self.top_share)
+            lambda t: top_probabilities(prior[sample], count[sample], pkg.margin_sum[sample], s2, tau2, t),
+            self.top_share)
         top = top_probabilities(prior[pool], count[pool], pkg.margin_sum[pool], s2, tau2, level)
         nu = a[pool] + b[pool]
         p = a[pool] / nu
