@@ -583,8 +583,10 @@ class Engine:
         # A probe that had to repeat an earlier phrasing of its edge is the same
         # observation again, not new evidence: it is recorded but does not update the PKG.
         fresh = np.fromiter((not v.detail.get("repeated", False) for v in verdicts), dtype=bool, count=len(verdicts))
-        margins = _margins(verdicts) if getattr(self.sampler, "uses_margins", False) else None
-        self.pkg.update(edges[fresh], correct[fresh], None if margins is None else margins[fresh])
+        if getattr(self.sampler, "uses_margins", False):
+            self.pkg.update(edges[fresh], correct[fresh], _margins(verdicts)[fresh])
+        else:
+            self.pkg.update(edges[fresh], correct[fresh])
         queries = int(sum(t.num_queries for t in tasks))
         self.queries_spent += queries
         self.round = r

@@ -266,14 +266,14 @@ def run_study(
             replay = oracle(seed) if oracle is not None else None
             for r in range(rounds):
                 sel = sampler.select(pkg, batch, pick_rng)
-                margins = None
                 if replay is None:
                     verdicts = bernoulli_oracle(theta, sel.edges, answer_rng)
                 else:
                     verdicts = replay.answer(sel.edges)
-                    if getattr(sampler, "uses_margins", False):
-                        margins = replay.last_margins
-                pkg.update(sel.edges, verdicts, margins)
+                if replay is not None and getattr(sampler, "uses_margins", False):
+                    pkg.update(sel.edges, verdicts, replay.last_margins)
+                else:
+                    pkg.update(sel.edges, verdicts)
                 est = sampler.estimate(pkg)
                 for k, idx in hardest.items():
                     d = est[idx] - theta[idx]
