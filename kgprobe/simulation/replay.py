@@ -45,7 +45,8 @@ class ReplayOracle:
         self._order = self._rng.permuted(np.tile(np.arange(self.passes), (edges.size, 1)), axis=1)
         self._used = np.zeros(edges.size, dtype=np.int64)
         self._correct = np.asarray(sweep.correct, dtype=bool)
-        margin = sweep.margin()
+        # Anything with edges, passes and verdicts replays; margins only from a sweep that has them.
+        margin = sweep.margin() if hasattr(sweep, "margin") else None
         self._margin = None if margin is None else np.asarray(margin, dtype=np.float64)
         #: The recorded margins of the last :meth:`answer` call's verdicts, in order (None
         #: for a sweep without log-probs): what a margin-reading sampler is given.
