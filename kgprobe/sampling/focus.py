@@ -56,7 +56,7 @@ from kgprobe.sampling.pooled import PooledPosteriorSampler
 #: of the embedded ``countries`` KG, the top-k of the efficiency study (KGLens §2.4).
 TOP_SHARE = 600 / 3246
 #: At most this many edges' posteriors set the level t (an even stride through the active edges).
-_LEVEL_SAMPLE = 20_000
+LEVEL_SAMPLE = 20_000
 
 
 def focus_scores(a: np.ndarray, b: np.ndarray, threshold: float = 0.5) -> np.ndarray:
@@ -126,7 +126,7 @@ class FocusSampler(PooledPosteriorSampler):
         first = np.empty(0, dtype=np.int64)
         if by_value and 0.0 < self.top_share < 1.0:
             act = pkg.active_edges
-            sample = act[:: max(1, act.size // _LEVEL_SAMPLE)]
+            sample = act[:: max(1, act.size // LEVEL_SAMPLE)]
             pairs, counts = np.unique(a[sample] + 1j * b[sample], return_counts=True)
             level = top_level(pairs.real, pairs.imag, self.top_share, weights=counts)
             value = np.zeros(pkg.num_edges)

@@ -56,7 +56,7 @@ from scipy.special import ndtr, ndtri
 from kgprobe.sampling.base import Selection
 from kgprobe.sampling.design_draws import check_batch_size
 from kgprobe.sampling.epsilon_greedy import top_n_by_score
-from kgprobe.sampling.focus import _LEVEL_SAMPLE, FocusSampler
+from kgprobe.sampling.focus import LEVEL_SAMPLE, FocusSampler
 
 #: Within-edge standard deviation of the margins before the run has seen enough repeats.
 DEFAULT_WITHIN_SD = 1.5
@@ -131,8 +131,8 @@ class MarginFocusSampler(FocusSampler):
         act = pkg.active_edges
         s2, tau2 = margin_variances(count[act], pkg.margin_sum[act], pkg.margin_squares[act])
         prior = self.posterior.prior_mean(pkg)
-        # The level from an even stride of at most _LEVEL_SAMPLE edges, as focus's.
-        sample = act[:: max(1, act.size // _LEVEL_SAMPLE)]
+        # The level from an even stride of at most LEVEL_SAMPLE edges, as focus's.
+        sample = act[:: max(1, act.size // LEVEL_SAMPLE)]
         level = margin_level(
             lambda t: top_probabilities(prior[sample], count[sample], pkg.margin_sum[sample], s2, tau2, t),
             self.top_share)
