@@ -57,6 +57,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from kgprobe.kg.graph import KnowledgeGraph
 
 _STATE_KEYS = ("alpha", "beta", "successes", "failures", "prior", "propagation_weight", "num_nodes")
+#: Per-edge margin arrays: in a state only when the run's rounds passed margins, then all three.
+_MARGIN_KEYS = ("margin_count", "margin_sum", "margin_squares")
 
 
 def _check_prior(prior) -> tuple[float, float]:
@@ -423,7 +425,11 @@ class ParameterizedKG:
         missing = [k for k in _STATE_KEYS if k not in state]
         if missing:
             raise InputError(f"checkpoint is missing {missing}: it was not written by ParameterizedKG.state_dict")
-        for key in ("alpha", "beta", "successes", "failures"):
+        margin_keys = [k for k in _MARGIN_KEYS if k in state]
+        if margin_keys and len(margin_keys) != len(_MARGIN_KEYS):
+            raise InputError(f"checkpoint has {margin_keys} but not all of {list(_MARGIN_KEYS)}: "
+                             "it was not written by ParameterizedKG.state_dict")
+        for key in ("alpha", "beta", "successes", "failures", *margin_keys):
             if np.shape(state[key]) != (self.num_edges,):
                 raise InputError(
                     f"checkpoint {key!r} has shape {np.shape(state[key])}, but this graph has "
@@ -444,11 +450,7 @@ class ParameterizedKG:
         self.successes = np.array(state["successes"], dtype=np.int32)
         self.failures = np.array(state["failures"], dtype=np.int32)
         # Margins: only in the states of runs whose rounds passed them.
-        if "margin_count" in state:
-            for key in ("margin_count", "margin_sum", "margin_squares"):
-                if np.shape(state[key]) != (self.num_edges,):
-                    raise InputError(f"checkpoint {key!r} has shape {np.shape(state[key])}, but this graph has "
-                                     f"{self.num_edges} edges: it belongs to a different graph")
+        if margin_keys:
             self.margin_count = np.array(state["margin_count"], dtype=np.int32)
             self.margin_sum = np.array(state["margin_sum"], dtype=np.float64)
             self.margin_squares = np.array(state["margin_squares"], dtype=np.float64)

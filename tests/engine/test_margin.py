@@ -79,6 +79,18 @@ def test_the_pkg_keeps_margin_counts_only_when_given_and_restores_them():
     state = {k: v for k, v in pkg.state_dict().items() if not k.startswith("margin_")}
     other.load_state_dict(state)
     assert other.margin_count is None
+    # A margin array of the wrong size, or one of the three missing, is refused before
+    # anything is restored: the PKG keeps the state it had.
+    before = {k: v.copy() for k, v in other.state_dict().items()}  # restored above, without margins
+    bad = {**pkg.state_dict(), "margin_sum": np.zeros(3)}
+    with pytest.raises(InputError, match="'margin_sum' has shape"):
+        other.load_state_dict(bad)
+    partial = {k: v for k, v in pkg.state_dict().items() if k != "margin_squares"}
+    with pytest.raises(InputError, match="not all of"):
+        other.load_state_dict(partial)
+    after = other.state_dict()
+    assert other.margin_count is None and after.keys() == before.keys()
+    assert all(np.array_equal(after[k], before[k]) for k in before)
     with pytest.raises(InputError, match="one margin"):
         pkg.update(np.array([0, 1]), np.array([True, True]), np.array([1.0]))
     with pytest.raises(InputError, match="finite"):
