@@ -38,6 +38,14 @@ the two informed references on the same θ* draws (``pattern_informed_ratios``):
 configuration needs that answers every edge once and then knows the top k, next to
 what the samplers need to tell it apart.
 
+Margins on simulated θ* (``--margin-donors``, default the committed default-model
+sweep): a ZP-LKE answer carries its margin (gold log-prob minus the best wrong one), and
+``margin-focus`` reads it; the simulated answers borrow theirs from a recorded edge with
+the nearest error rate (:mod:`kgprobe.simulation.margins`). Their verdicts are the plain
+Bernoulli oracle's, stream for stream, so every sampler that ignores margins has the
+figures it has with ``--margin-donors none``; ``margin-focus`` is added to the
+uncorrelated and pattern studies (after the references, so no other stream moves).
+
 Coverage: 50 seeded runs of the ``focus`` sampler (10 % design draws) for one brute-force
 epoch of queries each; the share of runs whose 95 % interval for the KG accuracy
 (:func:`kgprobe.metrics.kg_accuracy_estimate`) contains the true ``1 − mean θ*``.
@@ -78,6 +86,11 @@ def register(subparsers) -> None:
                         help="skip the study on the error patterns the samplers were not tuned on")
     parser.add_argument("--pattern-seeds", type=int, default=2,
                         help="seeds (θ* draws) per error pattern not tuned on (default 2)")
+    parser.add_argument("--margin-donors", default="default", metavar="SWEEP",
+                        help="on simulated θ*, each answer carries a margin borrowed from a recorded edge of this "
+                        "sweep with the nearest error rate, as a ZP-LKE probe's answer does "
+                        "(kgprobe.simulation.margins); 'none': verdicts only, so a margin reader picks as focus "
+                        "(default: the committed default-model sweep)")
     parser.set_defaults(func=handle)
 
 
@@ -100,6 +113,30 @@ BAR_LABELS = ("brute-force", "kglens-thompson", "kglens-thompson+prop", "thompso
               "focus (no propagation)")
 
 
+def _margin_oracle(theta, args):
+    """The simulated studies' oracle: verdicts with donor margins (``--margin-donors``), or None
+    for the plain Bernoulli oracle. Its verdicts are the Bernoulli oracle's, stream for stream."""
+    if args.margin_donor_sweep is None:
+        return None
+    from kgprobe.simulation.margins import MarginDonorOracle
+
+    return lambda seed: MarginDonorOracle(theta, args.margin_donor_sweep, seed)
+
+
+def _load_margin_donors(args) -> None:
+    from kgprobe.errors import InputError
+    from kgprobe.sweep import load_sweep
+
+    args.margin_donor_sweep = None
+    if args.margin_donors in (None, "none"):
+        return
+    sweep = load_sweep(args.margin_donors)
+    if sweep.margin() is None:
+        raise InputError(f"--margin-donors {args.margin_donors}: the sweep has no log-probs to take margins from; "
+                         "use a ZP-LKE sweep recorded with log-probs, or 'none'")
+    args.margin_donor_sweep = sweep
+
+
 def _study(kg, specs, seeds, correlation, args):
     from kgprobe.kg.parameterized import ParameterizedKG
     from kgprobe.simulation.study import combine_results, run_study
@@ -111,7 +148,8 @@ def _study(kg, specs, seeds, correlation, args):
         theta = generate_theta(pkg.heads, pkg.tails, kg.predicate_of, kg.active,
                                ThetaSettings(correlation=correlation), seed=seed)
         parts.append(run_study(pkg.heads, pkg.tails, kg.active, theta, predicates=kg.predicate_of,
-                               specs=specs, batch=args.batch, epochs=args.epochs, seeds=[seed]))
+                               specs=specs, batch=args.batch, epochs=args.epochs, seeds=[seed],
+                               oracle=_margin_oracle(theta, args)))
     return combine_results(parts), pkg
 
 
@@ -250,6 +288,8 @@ def _pattern_ratios(kg, pkg, seeds, args, *, k: int = 600) -> tuple[dict, dict]:
 
     specs = [s for s in DEFAULT_SPECS if s.label in ("brute-force", "thompson", "focus", "pooled-thompson",
                                                      "kglens-thompson+prop")]
+    # After the references, so the samplers' and the references' random streams are unchanged.
+    readers = [s for s in DEFAULT_SPECS if s.label == "margin-focus"] if args.margin_donor_sweep is not None else []
     out, informed = {}, {}
     for pattern in PATTERNS:
         parts = []
@@ -258,8 +298,8 @@ def _pattern_ratios(kg, pkg, seeds, args, *, k: int = 600) -> tuple[dict, dict]:
             # Appended after the samplers, so their curves (and random streams) are unchanged.
             references = informed_specs(theta, kg.active, k)
             parts.append(run_study(pkg.heads, pkg.tails, kg.active, theta, predicates=kg.predicate_of,
-                                   specs=[*specs, *references], batch=args.batch, epochs=args.epochs,
-                                   seeds=[seed], top_k=(k,)))
+                                   specs=[*specs, *references, *readers], batch=args.batch, epochs=args.epochs,
+                                   seeds=[seed], top_k=(k,), oracle=_margin_oracle(theta, args)))
         ratios = combine_results(parts).ratios(epochs=4.5, k=k)
         told = {spec.label: ratios.pop(spec.label) for spec in references}
         for lab, r in ratios.items():
@@ -295,6 +335,10 @@ def handle(args) -> int:
     t0 = time.perf_counter()
     kg = resolve_kg(args.graph or "countries")
     seeds = range(args.seeds)
+    _load_margin_donors(args)
+    if args.margin_donor_sweep is not None:
+        print(f"simulated answers carry margins borrowed from {args.margin_donor_sweep.describe()} "
+              "(kgprobe.simulation.margins; --margin-donors none: verdicts only)")
     result, pkg = _study(kg, DEFAULT_SPECS, seeds, "correlated", args)
     ratios = result.ratios(epochs=4.5, k=600)
     ratios200 = result.ratios(epochs=4.5, k=200)
@@ -309,7 +353,8 @@ def handle(args) -> int:
         print(f"  {lab:22s} ratio top-600 {ratios[lab]:.3f}{_interval_text(intervals, lab)}   "
               f"top-200 {ratios200[lab]:.3f}")
 
-    uncorrelated_specs = [s for s in DEFAULT_SPECS if s.label in BAR_LABELS]
+    uncorrelated_specs = [s for s in DEFAULT_SPECS if s.label in BAR_LABELS
+                          or (s.label == "margin-focus" and args.margin_donor_sweep is not None)]
     unc, _ = _study(kg, uncorrelated_specs, seeds, "none", args)
     unc_ratios = unc.ratios(epochs=4.5, k=600)
     unc_best = _best(unc_ratios)
@@ -348,6 +393,8 @@ def handle(args) -> int:
         # The same θ* draws probed by the two configurations told θ* (kgprobe.simulation.informed).
         "pattern_informed_ratios": pattern_informed,
         "pattern_seeds": args.pattern_seeds if args.patterns else 0,
+        # Where the simulated answers' margins came from (null: verdicts only).
+        "margin_donors": args.margin_donors if args.margin_donor_sweep is not None else None,
         "coverage": round(cov["coverage"], 3),
         "coverage_runs": cov["runs"],
         "coverage_sampler": "focus (design_fraction 0.1)",
