@@ -65,12 +65,13 @@ def test_the_pattern_study_reports_the_references_beside_the_samplers_whose_rati
     from kgprobe.simulation.patterns import PATTERNS, pattern_theta
     from kgprobe.simulation.study import DEFAULT_SPECS, run_study
     from kgprobe.simulation.synthetic import skewed_graph
+    from kgprobe.sweep import load_sweep
 
     heads, tails, active = skewed_graph(300, seed=4)
     predicates = np.random.default_rng(0).integers(0, 4, heads.size)
     kg = SimpleNamespace(predicate_of=predicates, active=active)
     graph = SimpleNamespace(heads=heads, tails=tails)
-    args = SimpleNamespace(batch=16, epochs=5.0)
+    args = SimpleNamespace(batch=16, epochs=5.0, margin_donor_sweep=None)  # verdicts only
     ratios, informed = _pattern_ratios(kg, graph, [0], args, k=20)
     assert set(ratios) == set(informed) == set(PATTERNS)
     labels = {"brute-force", "thompson", "focus", "pooled-thompson", "kglens-thompson+prop"}
@@ -88,6 +89,15 @@ def test_the_pattern_study_reports_the_references_beside_the_samplers_whose_rati
                      specs=samplers + informed_specs(theta, active, 20),
                      batch=16, epochs=5.0, seeds=[0], top_k=(20,)).ratios(epochs=4.5, k=20)
     assert informed["u-shaped"] == {lab: _finite(refs[lab]) for lab in (INFORMED_TOP_K, SCREEN_THEN_INFORMED)}
+    # With margins borrowed from the default sweep, margin-focus joins after the references:
+    # the verdicts are the same stream, so every other figure is the one above, to the digit.
+    donors = SimpleNamespace(batch=16, epochs=5.0, margin_donor_sweep=load_sweep("default"))
+    with_margins, informed_too = _pattern_ratios(kg, graph, [0], donors, k=20)
+    assert informed_too == informed
+    for pattern in PATTERNS:
+        assert set(with_margins[pattern]) == labels | {"margin-focus"}
+        assert {lab: r for lab, r in with_margins[pattern].items() if lab != "margin-focus"} == ratios[pattern]
+    assert with_margins["u-shaped"]["margin-focus"] != ratios["u-shaped"]["focus"]  # it read the margins
 
 
 def test_the_references_estimate_with_focus_s_posterior_fitted_to_the_answers():
