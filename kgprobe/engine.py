@@ -583,7 +583,7 @@ class Engine:
         # A probe that had to repeat an earlier phrasing of its edge is the same
         # observation again, not new evidence: it is recorded but does not update the PKG.
         fresh = np.fromiter((not v.detail.get("repeated", False) for v in verdicts), dtype=bool, count=len(verdicts))
-        if getattr(self.sampler, "uses_margins", False):
+        if self.sampler.uses_margins:
             self.pkg.update(edges[fresh], correct[fresh], _margins(verdicts)[fresh])
         else:
             self.pkg.update(edges[fresh], correct[fresh])

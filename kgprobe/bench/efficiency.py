@@ -123,6 +123,15 @@ def _margin_oracle(theta, args):
     return lambda seed: MarginDonorOracle(theta, args.margin_donor_sweep, seed)
 
 
+def _margin_readers(specs, args) -> list:
+    """The specs whose sampler reads margins, when the simulated answers carry them (else none)."""
+    if args.margin_donor_sweep is None:
+        return []
+    from kgprobe.sampling import SAMPLERS
+
+    return [s for s in specs if SAMPLERS[s.sampler].uses_margins]
+
+
 def _load_margin_donors(args) -> None:
     from kgprobe.errors import InputError
     from kgprobe.sweep import load_sweep
@@ -289,7 +298,7 @@ def _pattern_ratios(kg, pkg, seeds, args, *, k: int = 600) -> tuple[dict, dict]:
     specs = [s for s in DEFAULT_SPECS if s.label in ("brute-force", "thompson", "focus", "pooled-thompson",
                                                      "kglens-thompson+prop")]
     # After the references, so the samplers' and the references' random streams are unchanged.
-    readers = [s for s in DEFAULT_SPECS if s.label == "margin-focus"] if args.margin_donor_sweep is not None else []
+    readers = _margin_readers(DEFAULT_SPECS, args)
     out, informed = {}, {}
     for pattern in PATTERNS:
         parts = []
@@ -353,8 +362,8 @@ def handle(args) -> int:
         print(f"  {lab:22s} ratio top-600 {ratios[lab]:.3f}{_interval_text(intervals, lab)}   "
               f"top-200 {ratios200[lab]:.3f}")
 
-    uncorrelated_specs = [s for s in DEFAULT_SPECS if s.label in BAR_LABELS
-                          or (s.label == "margin-focus" and args.margin_donor_sweep is not None)]
+    readers = _margin_readers(DEFAULT_SPECS, args)
+    uncorrelated_specs = [s for s in DEFAULT_SPECS if s.label in BAR_LABELS or s in readers]
     unc, _ = _study(kg, uncorrelated_specs, seeds, "none", args)
     unc_ratios = unc.ratios(epochs=4.5, k=600)
     unc_best = _best(unc_ratios)

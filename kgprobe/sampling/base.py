@@ -42,6 +42,9 @@ class Selection:
 
 class Sampler(ABC):
     name: ClassVar[str]
+    #: Whether :meth:`select` reads each answer's margin (``ParameterizedKG.update``'s
+    #: ``margins``): the engine and the studies pass margins only to a sampler that does.
+    uses_margins: ClassVar[bool] = False
 
     @abstractmethod
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:

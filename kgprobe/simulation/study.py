@@ -270,7 +270,7 @@ def run_study(
                     verdicts = bernoulli_oracle(theta, sel.edges, answer_rng)
                 else:
                     verdicts = replay.answer(sel.edges)
-                if replay is not None and getattr(sampler, "uses_margins", False):
+                if replay is not None and sampler.uses_margins:
                     pkg.update(sel.edges, verdicts, replay.last_margins)
                 else:
                     pkg.update(sel.edges, verdicts)
