@@ -75,7 +75,17 @@ class _Handler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
+        # The client may send its next request as soon as it has this body: leave the
+        # in-flight count first, or a loaded machine sees one request too many at once.
+        self._leave()
         self.wfile.write(raw)
+
+    def _leave(self) -> None:
+        """Count this request out of ``inflight`` (once, whichever comes first: its body or its end)."""
+        mode, self._inflight_mode = getattr(self, "_inflight_mode", None), None
+        if mode is not None:
+            with self.server.lock:
+                self.server.inflight[mode] -= 1
 
     def do_POST(self):  # noqa: N802 (http.server naming)
         length = int(self.headers.get("Content-Length") or 0)
@@ -89,11 +99,11 @@ class _Handler(BaseHTTPRequestHandler):
             srv.inflight[mode] = srv.inflight.get(mode, 0) + 1
             srv.max_inflight[mode] = max(srv.max_inflight.get(mode, 0), srv.inflight[mode])
             srv.bodies.append((mode, endpoint, payload, {k.lower(): v for k, v in self.headers.items()}))
+        self._inflight_mode = mode
         try:
             self._answer(mode, endpoint, payload, count)
         finally:
-            with srv.lock:
-                srv.inflight[mode] -= 1
+            self._leave()
 
     def _answer(self, mode: str, endpoint: str, payload: dict, count: int) -> None:
         if mode == "auth":
