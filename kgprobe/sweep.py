@@ -372,13 +372,10 @@ def protocol_difference(base: Sweep, *, kg: str, method: str, probe_options: dic
     return None
 
 
-def merge_sweeps(base: Sweep, new: Sweep, *, made_by: str) -> Sweep:
-    """One sweep of ``base``'s and ``new``'s edges: ``new.passes`` answers each (the first of ``base``'s).
-
-    Both must be the same model (weights and settings), KG, method and probe options, on
-    disjoint edges, and ``base`` must have at least ``new.passes`` passes; the merged
-    sweep takes ``new``'s KG hash and seed, and keeps ``base``'s provenance in ``info``.
-    """
+def _check_same_recording(base: Sweep, new: Sweep) -> None:
+    """Refuse ``new``'s answers joining ``base``'s unless both are the same model (weights and
+    settings) on the same KG, method and probe options: otherwise a replay would mix two
+    different questioners' answers as if they were one's."""
     diff = protocol_difference(base, kg=new.kg, method=new.method, probe_options=new.probe_options)
     if diff is None and base.model != new.model:
         diff = ("model", base.model, new.model)
@@ -389,6 +386,68 @@ def merge_sweeps(base: Sweep, new: Sweep, *, made_by: str) -> Sweep:
     if ident_base and ident_new and ident_base != ident_new:
         raise InputError(f"cannot extend the sweep: it was recorded with {ident_base}, the new answers with "
                          f"{ident_new} (another dtype or tokenizer setting); use the same model options")
+
+
+def pass_seeds(sweep: Sweep) -> list[int]:
+    """The recording seed of each of ``sweep``'s passes (``sweep.seed`` unless passes were appended;
+    edges added by :func:`merge_sweeps` after an append were recorded with ``sweep.seed``)."""
+    return [int(s) for s in sweep.info.get("pass_seeds", [sweep.seed] * sweep.passes)]
+
+
+def append_passes(base: Sweep, more: Sweep, *, made_by: str) -> Sweep:
+    """``base`` with ``more``'s passes after its own: ``base.passes + more.passes`` answers per edge.
+
+    Why: a sweep with few passes replays coarsely (an edge asked a sixth time in a replay of
+    five passes hears its first answer again), and more passes of the same edges need not
+    re-record the first ones. ``more`` must hold exactly ``base``'s edges (by edge key),
+    the same model, KG, method and probe options, and a seed none of ``base``'s passes was
+    recorded with: with a seed already used, its probes would repeat those questions
+    (the same examples, distractors and order), not ask new ones. The result keeps
+    ``base``'s seed and edge ids, takes ``more``'s KG hash, lists every pass's seed in
+    ``info["pass_seeds"]`` and keeps ``base``'s provenance in ``info["appends_to"]``.
+    """
+    _check_same_recording(base, more)
+    if base.keys is None or more.keys is None:
+        raise InputError("cannot append passes to a sweep without edge keys")
+    if base.keys.shape != more.keys.shape or not np.array_equal(base.keys, more.keys):
+        only = {tuple(k) for k in base.keys} ^ {tuple(k) for k in more.keys}
+        raise InputError(f"cannot append passes: the new answers are not on the same edges as the sweep "
+                         f"({len(only)} edges in only one of them); record them with --edges-from the sweep "
+                         f"and --edges {base.num_edges}")
+    seeds = pass_seeds(base)
+    used = sorted(set(seeds) | {int(base.seed)})
+    if int(more.seed) in used:
+        raise InputError(f"cannot append passes recorded with --seed {more.seed}: the sweep's answers were "
+                         f"recorded with seed(s) {used}, so the new probes would ask the same questions again; "
+                         f"record the new passes with another --seed")
+
+    def side_by_side(a, b):
+        if a is None or b is None:
+            return None
+        return np.concatenate([np.asarray(a), np.asarray(b)], axis=1)
+
+    info = dict(more.info)
+    info["pass_seeds"] = seeds + [int(more.seed)] * more.passes
+    info["appends_to"] = {"passes": base.passes, "kg_hash": base.kg_hash, "made_by": base.made_by,
+                          "info": base.info}
+    return Sweep(
+        kg=more.kg, kg_hash=more.kg_hash, method=more.method, probe_options=more.probe_options, model=more.model,
+        passes=base.passes + more.passes, seed=base.seed, edges=base.edges,
+        correct=side_by_side(base.correct, more.correct),
+        gold_logprob=side_by_side(base.gold_logprob, more.gold_logprob),
+        best_wrong_logprob=side_by_side(base.best_wrong_logprob, more.best_wrong_logprob),
+        made_by=made_by, keys=base.keys, info=info,
+    )
+
+
+def merge_sweeps(base: Sweep, new: Sweep, *, made_by: str) -> Sweep:
+    """One sweep of ``base``'s and ``new``'s edges: ``new.passes`` answers each (the first of ``base``'s).
+
+    Both must be the same model (weights and settings), KG, method and probe options, on
+    disjoint edges, and ``base`` must have at least ``new.passes`` passes; the merged
+    sweep takes ``new``'s KG hash and seed, and keeps ``base``'s provenance in ``info``.
+    """
+    _check_same_recording(base, new)
     if base.passes < new.passes:
         raise InputError(f"cannot extend the sweep to {new.passes} passes: it has only {base.passes}")
     if base.keys is None or new.keys is None:
@@ -405,6 +464,9 @@ def merge_sweeps(base: Sweep, new: Sweep, *, made_by: str) -> Sweep:
         return np.concatenate([np.asarray(a)[:, :k], np.asarray(b)])[order]
 
     info = dict(new.info)
+    if "pass_seeds" in base.info:
+        # the old edges' passes keep their seeds (the new edges' are all new.seed, the file's)
+        info["pass_seeds"] = pass_seeds(base)[:k]
     info["extends"] = {"edges": base.num_edges, "passes": base.passes, "kg_hash": base.kg_hash,
                        "made_by": base.made_by, "info": base.info}
     return Sweep(

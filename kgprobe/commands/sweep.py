@@ -33,6 +33,11 @@ model only about its own edges, so its answers are exactly those the unsharded s
 gives these edges. ``kgprobe sweep merge S1.npz ... SN.npz --export ALL.npz`` joins the N
 shard files (refusing another KG, method, probe options, model, seed or a missing shard)
 into the sweep one unsharded run records: the same edges, verdicts and log-probs.
+
+More passes of a recorded sweep: record the same edges again with another seed
+(``--edges-from BASE.npz --edges N --seed S``), then ``kgprobe sweep append BASE.npz
+MORE.npz --export LONGER.npz`` puts MORE's passes after BASE's for every edge (refusing
+other edges, another model or protocol, or a seed BASE's passes used).
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ def register(subparsers) -> None:
     # brute-force sampler without propagation, a fixed number of passes and no report.
     add_setting_arguments(p, "sweep")
     p.set_defaults(func=handle)
-    sub = p.add_subparsers(dest="sweep_command", metavar="merge", required=False)
+    sub = p.add_subparsers(dest="sweep_command", metavar="merge|append", required=False)
     m = sub.add_parser("merge", help="join the N shard files of a sweep (`--shard I/N`) into one sweep file",
                        description="Join the shard files of one sweep, recorded with `kgprobe sweep ... --shard I/N`, "
                        "into the file one unsharded sweep writes. Refuses shards of another sweep (KG, method, probe "
@@ -84,6 +89,15 @@ def register(subparsers) -> None:
     m.add_argument("shards", nargs="+", metavar="SHARD", help="the shard files (.npz), all N of them")
     m.add_argument("--export", required=True, metavar="PATH", help="where to write the joined sweep file")
     m.set_defaults(func=handle_merge)
+    a = sub.add_parser("append", help="append the passes of another recording of the same edges (another --seed) "
+                       "to a sweep", description="Append to BASE the passes of MORE: a sweep of exactly BASE's edges "
+                       "(`--edges-from BASE --edges N`), by the same model with the same method and probe options, "
+                       "recorded with a --seed none of BASE's passes used, so its probes are new questions. The "
+                       "file written has BASE's passes and then MORE's for every edge.")
+    a.add_argument("base", metavar="BASE", help="the sweep file (.npz) to append to")
+    a.add_argument("more", metavar="MORE", help="the sweep file (.npz) whose passes are appended")
+    a.add_argument("--export", required=True, metavar="PATH", help="where to write the longer sweep file")
+    a.set_defaults(func=handle_append)
 
 
 def _shard_type(value: str) -> tuple[int, int]:
@@ -104,6 +118,18 @@ def handle_merge(args: argparse.Namespace) -> int:
     merged = merge_shards(sweeps, names=list(args.shards))
     save_sweep(merged, args.export)
     print(f"sweep: {args.export} ({merged.describe()}), joined from {len(sweeps)} shards")
+    return 0
+
+
+def handle_append(args: argparse.Namespace) -> int:
+    from kgprobe.sweep import append_passes, load_sweep, save_sweep
+
+    base, more = load_sweep(args.base), load_sweep(args.more)
+    made_by = shlex.join(["kgprobe", "sweep", "append", args.base, args.more, "--export", args.export])
+    longer = append_passes(base, more, made_by=made_by)
+    save_sweep(longer, args.export)
+    print(f"sweep: {args.export} ({longer.describe()}): {base.passes} passes of {args.base}, then "
+          f"{more.passes} of {args.more}")
     return 0
 
 
