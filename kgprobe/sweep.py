@@ -404,7 +404,8 @@ def append_passes(base: Sweep, more: Sweep, *, made_by: str) -> Sweep:
     recorded with: with a seed already used, its probes would repeat those questions
     (the same examples, distractors and order), not ask new ones. The result keeps
     ``base``'s seed and edge ids, takes ``more``'s KG hash, lists every pass's seed in
-    ``info["pass_seeds"]`` and keeps ``base``'s provenance in ``info["appends_to"]``.
+    ``info["pass_seeds"]`` and keeps ``base``'s provenance in ``info["appends_to"]``, ``more``'s
+    in ``info["appended"]``.
     """
     _check_same_recording(base, more)
     if base.keys is None or more.keys is None:
@@ -426,10 +427,14 @@ def append_passes(base: Sweep, more: Sweep, *, made_by: str) -> Sweep:
             return None
         return np.concatenate([np.asarray(a), np.asarray(b)], axis=1)
 
-    info = dict(more.info)
-    info["pass_seeds"] = seeds + [int(more.seed)] * more.passes
-    info["appends_to"] = {"passes": base.passes, "kg_hash": base.kg_hash, "made_by": base.made_by,
-                          "info": base.info}
+    # The appended recording's own provenance (its run file, its passes asked and done) goes
+    # under "appended", so that it is not read as the whole file's.
+    info = {"model_identity": more.info.get("model_identity") or base.info.get("model_identity"),
+            "pass_seeds": seeds + [int(more.seed)] * more.passes,
+            "appends_to": {"passes": base.passes, "kg_hash": base.kg_hash, "made_by": base.made_by,
+                           "info": base.info},
+            "appended": {"passes": more.passes, "seed": int(more.seed), "made_by": more.made_by,
+                         "info": more.info}}
     return Sweep(
         kg=more.kg, kg_hash=more.kg_hash, method=more.method, probe_options=more.probe_options, model=more.model,
         passes=base.passes + more.passes, seed=base.seed, edges=base.edges,

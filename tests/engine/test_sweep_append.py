@@ -23,6 +23,7 @@ def test_append_puts_the_new_passes_after_the_old_for_every_edge():
     assert longer.theta().tolist() == [0.6, 0.4]
     assert longer.seed == 0 and longer.kg_hash == "h" and pass_seeds(longer) == [0, 0, 0, 3, 3]
     assert longer.info["appends_to"]["passes"] == 3 and longer.info["appends_to"]["kg_hash"] == "old"
+    assert longer.info["appended"]["passes"] == 2 and longer.info["appended"]["seed"] == 3
     # a second append must use a third seed; the file's seeds are every pass's
     with pytest.raises(InputError, match=r"recorded with seed\(s\) \[0, 3\]"):
         append_passes(longer, sweep([1, 4], [[1], [1]], 1, gold=np.zeros((2, 1)), seed=3), made_by="x")
