@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -483,7 +483,33 @@ def merge_sweeps(base: Sweep, new: Sweep, *, made_by: str) -> Sweep:
     )
 
 
-def merge_shards(shards: list[Sweep], *, names: list[str] | None = None) -> Sweep:
+def first_passes(sweep: Sweep, k: int, *, name: str = "the sweep") -> Sweep:
+    """``sweep`` cut to its first ``k`` passes (every edge's first ``k`` answers).
+
+    Why: shards recorded side by side in one time box stop after different numbers of
+    complete passes (``--export-now`` writes each shard's own), and joining them needs one
+    number. Passes run in order, so the first ``k`` of a longer recording are exactly what a
+    recording stopped after pass ``k`` holds. ``info["first_passes"]`` says that ``k`` were kept
+    of the passes recorded.
+    """
+    if not 1 <= k <= sweep.passes:
+        raise InputError(f"cannot keep the first {k} passes of {name}: it has {sweep.passes} "
+                         f"(keep between 1 and {sweep.passes})")
+    if k == sweep.passes:
+        return sweep
+    info = dict(sweep.info)
+    if "pass_seeds" in info:
+        info["pass_seeds"] = list(info["pass_seeds"])[:k]
+    info["first_passes"] = {"kept": k, "recorded": sweep.passes}
+
+    def cut(values):
+        return None if values is None else values[:, :k]
+
+    return replace(sweep, passes=k, correct=cut(sweep.correct), gold_logprob=cut(sweep.gold_logprob),
+                   best_wrong_logprob=cut(sweep.best_wrong_logprob), info=info)
+
+
+def merge_shards(shards: list[Sweep], *, names: list[str] | None = None, passes: int | None = None) -> Sweep:
     """The sweep the N shards of one sweep (``kgprobe sweep ... --shard I/N``) make together.
 
     Every shard must carry its shard record (``info["shard"]``: index, count, the whole
@@ -491,11 +517,20 @@ def merge_shards(shards: list[Sweep], *, names: list[str] | None = None) -> Swee
     method and probe options (:func:`protocol_difference`), model and model identity,
     passes, seed and KG hash; the shards must be 1..N, each once. The result holds the
     same edges, verdicts and log-probs as the unsharded sweep, and its ``made_by`` is the
-    unsharded command; ``info`` keeps each shard's provenance.
+    unsharded command; ``info`` keeps each shard's provenance. With ``passes``, each shard's
+    first ``passes`` passes are joined (:func:`first_passes`): shards stopped in one time box
+    after different numbers of passes join on the number all of them completed.
     """
     names = list(names or [f"shard file {i + 1}" for i in range(len(shards))])
     if not shards:
         raise InputError("sweep merge: no shard files given")
+    if passes is not None:
+        shards = [first_passes(s, passes, name=f"sweep merge: {n}") for n, s in zip(names, shards)]
+    elif len({s.passes for s in shards}) > 1:
+        done = ", ".join(f"{n} {s.passes}" for n, s in zip(names, shards))
+        fewest = min(s.passes for s in shards)
+        raise InputError(f"sweep merge: the shards hold different numbers of passes ({done}); join the first "
+                         f"{fewest} of each with --passes {fewest}")
     records = []
     for name, shard in zip(names, shards):
         record = shard.info.get("shard")
@@ -547,5 +582,6 @@ def merge_shards(shards: list[Sweep], *, names: list[str] | None = None) -> Swee
         gold_logprob=joined("gold_logprob"), best_wrong_logprob=joined("best_wrong_logprob"),
         made_by=head["made_by"], keys=joined("keys"),
         info={"model_identity": first.info.get("model_identity"),
+              **({"first_passes": {"kept": passes}} if passes is not None else {}),
               "shards": [{k: v for k, v in s.info.items() if k != "model_identity"} for s in shards]},
     )

@@ -32,7 +32,9 @@ Sweeps across machines: ``--shard I/N`` records shard I of N (the sweep's sorted
 model only about its own edges, so its answers are exactly those the unsharded sweep
 gives these edges. ``kgprobe sweep merge S1.npz ... SN.npz --export ALL.npz`` joins the N
 shard files (refusing another KG, method, probe options, model, seed or a missing shard)
-into the sweep one unsharded run records: the same edges, verdicts and log-probs.
+into the sweep one unsharded run records: the same edges, verdicts and log-probs. Shards
+stopped in one time box after different numbers of passes join with ``--passes K`` (each
+shard's first K passes).
 
 More passes of a recorded sweep: record the same edges again with another seed
 (``--edges-from BASE.npz --edges N --seed S``), then ``kgprobe sweep append BASE.npz
@@ -85,9 +87,12 @@ def register(subparsers) -> None:
     m = sub.add_parser("merge", help="join the N shard files of a sweep (`--shard I/N`) into one sweep file",
                        description="Join the shard files of one sweep, recorded with `kgprobe sweep ... --shard I/N`, "
                        "into the file one unsharded sweep writes. Refuses shards of another sweep (KG, method, probe "
-                       "options, model, passes, seed, edges) and a missing or repeated shard.")
+                       "options, model, passes, seed, edges) and a missing or repeated shard. Shards stopped in one "
+                       "time box after different numbers of passes join with --passes K: each shard's first K.")
     m.add_argument("shards", nargs="+", metavar="SHARD", help="the shard files (.npz), all N of them")
     m.add_argument("--export", required=True, metavar="PATH", help="where to write the joined sweep file")
+    m.add_argument("--passes", type=int, metavar="K", help="join each shard's first K passes (shards stopped in "
+                   "one time box after different numbers of passes; every shard must hold K)")
     m.set_defaults(func=handle_merge)
     a = sub.add_parser("append", help="append the passes of another recording of the same edges (another --seed) "
                        "to a sweep", description="Append to BASE the passes of MORE: a sweep of exactly BASE's edges "
@@ -115,7 +120,7 @@ def handle_merge(args: argparse.Namespace) -> int:
     from kgprobe.sweep import load_sweep, merge_shards, save_sweep
 
     sweeps = [load_sweep(path) for path in args.shards]
-    merged = merge_shards(sweeps, names=list(args.shards))
+    merged = merge_shards(sweeps, names=list(args.shards), passes=args.passes)
     save_sweep(merged, args.export)
     print(f"sweep: {args.export} ({merged.describe()}), joined from {len(sweeps)} shards")
     return 0

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kgprobe.cli import main
-from kgprobe.sweep import load_sweep, save_sweep
+from kgprobe.sweep import first_passes, load_sweep, save_sweep
 
 
 def sweep(kg_file, out, export, *extra):
@@ -74,3 +74,31 @@ def test_bad_shard_specs_are_refused(capitals10_file, tmp_path, capsys):
     assert main(["sweep", "--kg", str(capitals10_file), "--model", "tiny-random", "--passes", "1",
                  "--shard", "11/11", "--out", str(tmp_path)]) == 2
     assert "only 10 edges, so shard 11 would be empty" in capsys.readouterr().err
+
+
+def test_shards_stopped_after_different_passes_join_on_their_first_k(recorded, capitals10_file, capsys):
+    # A time box stops shards after different numbers of complete passes. Passes run in
+    # order, so a shard's first pass is what a recording of one pass writes: shard 2
+    # recorded with --passes 1 equals the first column of its two-pass recording.
+    tmp = recorded
+    assert sweep(capitals10_file, tmp / "runs1", tmp / "one2.npz", "--shard", "2/3", "--passes", "1") == 0
+    one, two = load_sweep(tmp / "one2.npz"), load_sweep(tmp / "shard2.npz")
+    assert one.passes == 1 and two.passes == 2
+    for name in ("correct", "gold_logprob", "best_wrong_logprob"):
+        assert np.array_equal(getattr(one, name), getattr(two, name)[:, :1]), name
+    # The stopped shard as `--export-now` writes it: the same recording, its first pass.
+    save_sweep(first_passes(two, 1), tmp / "stopped2.npz")
+    names = [str(tmp / "shard1.npz"), str(tmp / "stopped2.npz"), str(tmp / "shard3.npz")]
+    assert main(["sweep", "merge", *names, "--export", str(tmp / "x.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "different numbers of passes" in err and "stopped2.npz 1" in err and "with --passes 1" in err
+    assert not (tmp / "x.npz").exists()
+    assert main(["sweep", "merge", *names, "--passes", "2", "--export", str(tmp / "x.npz")]) == 2
+    assert "cannot keep the first 2 passes of sweep merge: " in capsys.readouterr().err
+    assert main(["sweep", "merge", *names, "--passes", "1", "--export", str(tmp / "first.npz")]) == 0
+    merged, whole = load_sweep(tmp / "first.npz"), load_sweep(tmp / "all.npz")
+    assert merged.passes == 1 and merged.info["first_passes"] == {"kept": 1}
+    assert [s.get("first_passes") for s in merged.info["shards"]] == [{"kept": 1, "recorded": 2}] * 3
+    for name in ("correct", "gold_logprob", "best_wrong_logprob"):
+        assert np.array_equal(getattr(merged, name), getattr(whole, name)[:, :1]), name
+    assert np.array_equal(merged.edges, whole.edges)
