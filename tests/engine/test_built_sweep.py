@@ -42,8 +42,9 @@ BUILT_SWEEPS = [
     ("geo-four", (487, 10, 3118), [("P17", 365), ("P47", 52), ("P37", 18)], [4, 5, 6],
      {"geo-four-gemma3-270m": (4, 1529), "geo-four-qwen2.5-coder-0.5b-instruct": (4, 619),
       "geo-four-qwen2.5-coder-1.5b-instruct": (4, 1311)}),
-    # of 1,140 x 5 = 5,700; Gemma of 1,140 x 3 = 3,420; Qwen-1.5B of 1,140 x 2 = 2,280 (two shards joined).
-    ("geo-six", (1140, 5, 3524), [("P17", 960), ("P47", 91), ("P37", 23)], [1, 7, 7, 7],
+    # of 1,140 x 12 = 13,680: 5 passes (3,524 right), then 7 appended with --seed 1 recorded on a
+    # GPU (4,944 right); Gemma of 1,140 x 3 = 3,420; Qwen-1.5B of 1,140 x 2 = 2,280 (two shards joined).
+    ("geo-six", (1140, 12, 8468), [("P17", 960), ("P47", 91), ("P37", 23)], [1, 7, 7, 7],
      {"geo-six-gemma3-270m": (3, 2716), "geo-six-qwen2.5-coder-1.5b-instruct": (2, 1803)}),
     # of 723 x 10 = 7,230 (re-recorded with four more passes in two shards: its first six give the
     # earlier six-pass file's verdicts, 2,543 right); Gemma of 723 x 3 = 2,169, Qwen of 2,169,
@@ -55,13 +56,15 @@ BUILT_SWEEPS = [
     # four-pass file's, 1,513 right); Qwen-1.5B of 614 x 3 = 1,842.
     ("geo-seven", (614, 10, 3794), [("P17", 446), ("P47", 74), ("P37", 27)], [6, 6, 7, 9, 10],
      {"geo-seven-qwen2.5-coder-1.5b-instruct": (3, 1227)}),
-    # of 1,799 x 4 = 7,196; Gemma of 1,799 x 2 = 3,598, Qwen of 3,598,
+    # of 1,799 x 12 = 21,588: 4 passes (4,183 right), then 8 appended with --seed 1 recorded on a
+    # GPU (8,271 right); Gemma of 1,799 x 2 = 3,598, Qwen of 3,598,
     # Qwen-1.5B of 1,799 x 3 = 5,397 (six shards joined).
-    ("geo-eight", (1799, 4, 4183), [("P17", 1453), ("P47", 127), ("P131", 85)], [9, 10, 11, 11, 14],
+    ("geo-eight", (1799, 12, 12454), [("P17", 1453), ("P47", 127), ("P131", 85)], [9, 10, 11, 11, 14],
      {"geo-eight-gemma3-270m": (2, 2667), "geo-eight-qwen2.5-coder-0.5b-instruct": (2, 2115),
       "geo-eight-qwen2.5-coder-1.5b-instruct": (3, 3918)}),
-    # of 997 x 3 = 2,991; Gemma of 997 x 2 = 1,994, Qwen of 1,994, Qwen-1.5B of 997 x 3 = 2,991.
-    ("geo-nine", (997, 3, 1792), [("P17", 754), ("P47", 121), ("P37", 36)], [2, 9, 9, 10, 10],
+    # of 997 x 13 = 12,961: 3 passes (1,792 right), then 10 appended with --seed 1 recorded on a
+    # GPU (5,920 right); Gemma of 997 x 2 = 1,994, Qwen of 1,994, Qwen-1.5B of 997 x 3 = 2,991.
+    ("geo-nine", (997, 13, 7712), [("P17", 754), ("P47", 121), ("P37", 36)], [2, 9, 9, 10, 10],
      {"geo-nine-gemma3-270m": (2, 1386), "geo-nine-qwen2.5-coder-0.5b-instruct": (2, 829),
       "geo-nine-qwen2.5-coder-1.5b-instruct": (3, 1836)}),
     # of 857 x 10 = 8,570 (re-recorded with seven more passes: its first three equal the
