@@ -37,12 +37,21 @@ the chance that the edge is among the hardest ``top_share`` of the graph (``t`` 
 at which the margin posteriors put that share: mean over the active edges (an even
 stride of at most 20,000 of them on larger graphs) of
 ``P(θ_j ≥ t)`` = ``top_share``) times the expected drop in the variance of its
-*count* estimate from one more answer (``focus``'s pooled ``Beta(a_j, b_j)``). The
-margins decide *which* edges are worth asking; the estimate stays ``focus``'s
-posterior mean of the share of wrong answers, which is what a user reads and what the
-efficiency study scores. (Estimating θ from the margins instead, or letting them set the
-variance term, made the ratios worse: a margin posterior is confident after one answer
-and stops asking edges whose answer share is still unknown; docs/samplers.md.)
+*count* estimate from one more answer (``focus``'s pooled ``Beta(a_j, b_j)``).
+
+**Estimate.** ``focus``'s pooled posterior mean of the share of wrong answers, with the
+prior's K pseudo-answers at the margin model's chance of a wrong next answer
+(:func:`margin_error_rates`) instead of the predicate-and-neighbour mean μ_j::
+
+    θ̂_j = (K·r_j + f_j) / (K + f_j + m_j)
+
+The edge's own verdicts count as in ``focus``, so as its answers grow they decide; the
+margins move only the part the prior held, which on real answers (K below 2: facts known
+or not) is small after many answers and most of the estimate after one. Estimating θ
+from the margins alone, or letting them set the variance term of the picks, made the
+ratios worse (a margin posterior is confident after one answer, and a common ``s``
+misreads edges whose margins sit near 0 every time); this form lowered the ratio on 29
+of the 31 recorded sweeps with margins, judged on the same picks (docs/samplers.md).
 
 Without margins — probes that generate (KGLens), a run of another sampler's design, fewer
 than :data:`MIN_EDGES_WITH_MARGINS` edges answered — the picks are ``focus``'s.
@@ -101,6 +110,20 @@ def top_probabilities(prior_error: np.ndarray, count: np.ndarray, total: np.ndar
     return ndtr((cut - mean) / np.sqrt(var))
 
 
+def margin_error_rates(prior_error: np.ndarray, count: np.ndarray, total: np.ndarray, s2: float,
+                       tau2: float) -> np.ndarray:
+    """The latent margin model's chance that the edge's next answer is wrong, ``E[Φ(−M_j / s)]``.
+
+    With ``M_j`` normal (mean ``m``, variance ``v``) given its margins this is
+    ``Φ(−m / sqrt(s² + v))``; with no margin it is the prior error itself.
+    """
+    mu = np.clip(np.asarray(prior_error, dtype=np.float64), _CLIP, 1 - _CLIP)
+    mu0 = -np.sqrt(s2 + tau2) * ndtri(mu)
+    var = 1.0 / (1.0 / tau2 + np.asarray(count, dtype=np.float64) / s2)
+    mean = var * (mu0 / tau2 + np.asarray(total, dtype=np.float64) / s2)
+    return ndtr(-mean / np.sqrt(s2 + var))
+
+
 def margin_level(prob_at, share: float) -> float:
     """The level t with ``mean(prob_at(t)) = share`` (bisection to 2⁻²⁵; P(θ ≥ t) falls with t)."""
     lo, hi = 0.0, 1.0
@@ -120,9 +143,36 @@ class MarginFocusSampler(FocusSampler):
     #: Asks the engine and the replays for each answer's margin (ParameterizedKG.update).
     uses_margins = True
 
+    @staticmethod
+    def _has_margins(pkg) -> bool:
+        count = pkg.margin_count
+        return count is not None and int(np.count_nonzero(count[pkg.active_edges])) >= MIN_EDGES_WITH_MARGINS
+
+    def estimate(self, pkg) -> np.ndarray:
+        """``focus``'s pooled posterior mean, its prior mean moved to what the edge's margins predict.
+
+        ``θ̂_j = (K·r_j + f_j) / (K + f_j + m_j)``: the edge's own verdicts as in ``focus``,
+        and in place of the prior mean μ_j (predicate and neighbours) ``r_j``, the latent
+        margin model's chance of a wrong next answer (:func:`margin_error_rates`, which
+        starts from μ_j). The margins count in the K pseudo-answers only, so as the
+        edge's answers grow its verdicts decide; after one right answer by a hair the
+        estimate is the higher one a weak edge calls for.
+        """
+        if not self._has_margins(pkg):
+            return super().estimate(pkg)
+        a, b = self.posterior(pkg)
+        act = pkg.active_edges
+        count = pkg.margin_count
+        s2, tau2 = margin_variances(count[act], pkg.margin_sum[act], pkg.margin_squares[act])
+        prior = self.posterior.prior_mean(pkg)
+        rate = margin_error_rates(prior, count, pkg.margin_sum, s2, tau2)
+        k = self.posterior.strength
+        moved = np.where(count > 0, a + k * (rate - prior), a)
+        return moved / (a + b)
+
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
         count = pkg.margin_count
-        if count is None or int(np.count_nonzero(count[pkg.active_edges])) < MIN_EDGES_WITH_MARGINS:
+        if not self._has_margins(pkg):
             return super().select(pkg, n, rng)
         n = check_batch_size(pkg, n)
         self._maybe_fit(pkg)

@@ -10,8 +10,8 @@ from scipy.stats import norm
 from kgprobe.errors import InputError
 from kgprobe.kg.parameterized import ParameterizedKG
 from kgprobe.sampling import make_sampler
-from kgprobe.sampling.margin import (DEFAULT_WITHIN_SD, MIN_BETWEEN_VAR, MIN_WITHIN_VAR, margin_level,
-                                     margin_variances, top_probabilities)
+from kgprobe.sampling.margin import (DEFAULT_WITHIN_SD, MIN_BETWEEN_VAR, MIN_WITHIN_VAR, margin_error_rates,
+                                     margin_level, margin_variances, top_probabilities)
 
 
 def _pkg(n=8):
@@ -53,6 +53,52 @@ def test_top_probability_by_hand():
     mu0 = math.sqrt(8.0)
     p = top_probabilities(np.array([norm.cdf(-1.0)]), np.array([0]), np.array([0.0]), 4.0, 4.0, 0.8)
     assert p[0] == pytest.approx(norm.cdf((-2.0 * norm.ppf(0.8) - mu0) / 2.0), abs=1e-9)
+
+
+def test_margin_error_rate_by_hand():
+    # Prior error ½ (μ0 = 0), one margin of 2, s² = τ² = 1: M | m ~ N(1, ½), and the next
+    # answer is wrong with chance E[Φ(−M)] = Φ(−1 / sqrt(1 + ½)) = Φ(−0.8165) = 0.2071.
+    r = margin_error_rates(np.array([0.5]), np.array([1]), np.array([2.0]), 1.0, 1.0)
+    assert r[0] == pytest.approx(norm.cdf(-1.0 / math.sqrt(1.5)), abs=1e-12)
+    assert r[0] == pytest.approx(0.20710, abs=1e-5)
+    # No margin: the prior's own chance of a wrong answer, whatever s² and τ².
+    r = margin_error_rates(np.array([norm.cdf(-1.0), 0.3]), np.array([0, 0]), np.array([0.0, 0.0]), 4.0, 4.0)
+    assert r == pytest.approx([norm.cdf(-1.0), 0.3], abs=1e-12)
+
+
+def test_the_estimate_moves_focus_s_prior_mean_to_what_the_margins_predict():
+    """Six edges answered right once each: focus estimates every one alike. margin-focus
+    moves the K prior pseudo-answers from the predicate's rate to the margin model's.
+
+    By hand (focus's starting fit, K = 2 and c = 4, before any refit): the global error
+    rate (0 + 1)/(6 + 2) = 1/8, the predicate's (0 + 2/8)/(6 + 2) = 1/32, so focus gives
+    (2/32 + 0)/(2 + 1) = 0.020833 each. The margins: s² the default 1.5² = 2.25 (no
+    repeats), τ² their variance 8.1458 less 2.25 = 5.8958, μ0 = −sqrt(8.1458)·Φ⁻¹(1/32)
+    = 5.3164. The margin 0.2: v = 1/(1/5.8958 + 1/2.25) = 1.6285, mean
+    v·(5.3164/5.8958 + 0.2/2.25) = 1.6133, rate Φ(−1.6133/sqrt(2.25 + 1.6285)) = 0.2063,
+    estimate 2·0.2063/3 = 0.1376.
+    """
+    pkg = _pkg(6)
+    margins = np.array([6.0, 0.2, 4.0, 0.5, 8.0, 2.0])
+    pkg.update(np.arange(6), np.ones(6, dtype=bool), margins)
+    focus = make_sampler("focus").estimate(pkg)
+    assert focus == pytest.approx(np.full(6, 2 / 32 / 3), abs=1e-12)
+    est = make_sampler("margin-focus").estimate(pkg)
+    assert est[1] == pytest.approx(0.13757, abs=1e-5)
+    # The thinner the margin, the higher the estimate; a confident right answer goes below focus's.
+    assert np.argsort(-est).tolist() == [1, 3, 5, 2, 0, 4]
+    assert est[4] == pytest.approx(7.6e-5, abs=1e-6)
+    # Verdicts still decide as answers grow: two wrong answers by a hair on edge 1 take it
+    # above ½ although the margins say little.
+    for _ in range(2):
+        pkg.update(np.array([1]), np.array([False]), np.array([-0.1]))
+    assert make_sampler("margin-focus").estimate(pkg)[1] > 0.5
+
+
+def test_without_margins_the_estimate_is_focus_s():
+    pkg = _pkg(6)
+    pkg.update(np.arange(6), np.array([True, False, True, True, False, True]))
+    assert np.array_equal(make_sampler("margin-focus").estimate(pkg), make_sampler("focus").estimate(pkg))
 
 
 def test_the_level_puts_the_top_share_above_it():
