@@ -160,7 +160,9 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
         cols["inclusion"].append(inclusion)
         cols["round"].append(np.full(sel.edges.size, t))
         cols["edge"].append(sel.edges)
-        pkg.update(sel.edges, ok)
+        # A margin-reading sampler gets each answer's recorded margin, as the engine gives it.
+        margins = getattr(oracle, "last_margins", None) if smp.uses_margins else None
+        pkg.update(sel.edges, ok, margins)
         spent += sel.edges.size
         t += 1
         if monitor is not None and monitor.update(knowledge_metrics(pkg.successes, pkg.failures)):

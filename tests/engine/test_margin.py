@@ -194,3 +194,30 @@ def test_the_replay_hands_out_the_margin_of_the_pass_it_hands_out():
         seen.append(oracle.last_margins.tolist())
     assert sorted(s[0] for s in seen) == sorted((gold[0] - wrong[0]).tolist())
     assert sorted(s[1] for s in seen) == sorted((gold[1] - wrong[1]).tolist())
+
+
+def test_a_replayed_run_gives_a_margin_reader_the_recorded_margins_as_the_engine_does():
+    """simulate_run (the coverage replays) hands margin-focus each answer's recorded margin.
+
+    Under the default design every probe is a design draw whose lean follows the sampler's
+    estimate, so the margins show in the predictions from the second round on; without
+    log-probs in the sweep margin-focus is focus, probe for probe.
+    """
+    import dataclasses
+
+    from kgprobe.simulation.coverage import replay_setup, simulate_run
+    from kgprobe.sweep import load_sweep
+
+    sweep = load_sweep("default")
+    common = dict(sampler_options={"design_fraction": 1.0}, budget=64, batch=32, seed=0, design="adaptive")
+    setup = replay_setup(sweep)
+    focus = simulate_run(setup, sweep, sampler="focus", **common)
+    margin = simulate_run(setup, sweep, sampler="margin-focus", **common)
+    first = focus.round == 0
+    assert np.array_equal(focus.edge[first], margin.edge[first])
+    assert np.array_equal(focus.predicted[first], margin.predicted[first])
+    assert not np.array_equal(focus.predicted[~first], margin.predicted[~first])
+    bare = dataclasses.replace(sweep, gold_logprob=None, best_wrong_logprob=None)
+    setup = replay_setup(bare)
+    plain = simulate_run(setup, bare, sampler="margin-focus", **common)
+    assert np.array_equal(plain.edge, focus.edge) and np.array_equal(plain.predicted, focus.predicted)
