@@ -99,13 +99,18 @@ def margin_variances(count: np.ndarray, total: np.ndarray, squares: np.ndarray) 
     return s2, tau2
 
 
-def top_probabilities(prior_error: np.ndarray, count: np.ndarray, total: np.ndarray, s2: float, tau2: float,
-                      level: float) -> np.ndarray:
-    """``P(θ_j ≥ level)`` per edge under the latent margin model (module docstring)."""
+def _mean_margin_posterior(prior_error, count, total, s2: float, tau2: float) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance of each edge's mean margin ``M_j`` given its margins (module docstring)."""
     mu = np.clip(np.asarray(prior_error, dtype=np.float64), _CLIP, 1 - _CLIP)
     mu0 = -np.sqrt(s2 + tau2) * ndtri(mu)
     var = 1.0 / (1.0 / tau2 + np.asarray(count, dtype=np.float64) / s2)
-    mean = var * (mu0 / tau2 + np.asarray(total, dtype=np.float64) / s2)
+    return var * (mu0 / tau2 + np.asarray(total, dtype=np.float64) / s2), var
+
+
+def top_probabilities(prior_error: np.ndarray, count: np.ndarray, total: np.ndarray, s2: float, tau2: float,
+                      level: float) -> np.ndarray:
+    """``P(θ_j ≥ level)`` per edge under the latent margin model (module docstring)."""
+    mean, var = _mean_margin_posterior(prior_error, count, total, s2, tau2)
     cut = -np.sqrt(s2) * ndtri(min(max(level, _CLIP), 1 - _CLIP))  # θ ≥ level  ⇔  M ≤ cut
     return ndtr((cut - mean) / np.sqrt(var))
 
@@ -117,10 +122,7 @@ def margin_error_rates(prior_error: np.ndarray, count: np.ndarray, total: np.nda
     With ``M_j`` normal (mean ``m``, variance ``v``) given its margins this is
     ``Φ(−m / sqrt(s² + v))``; with no margin it is the prior error itself.
     """
-    mu = np.clip(np.asarray(prior_error, dtype=np.float64), _CLIP, 1 - _CLIP)
-    mu0 = -np.sqrt(s2 + tau2) * ndtri(mu)
-    var = 1.0 / (1.0 / tau2 + np.asarray(count, dtype=np.float64) / s2)
-    mean = var * (mu0 / tau2 + np.asarray(total, dtype=np.float64) / s2)
+    mean, var = _mean_margin_posterior(prior_error, count, total, s2, tau2)
     return ndtr(-mean / np.sqrt(s2 + var))
 
 
