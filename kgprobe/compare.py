@@ -49,15 +49,22 @@ class Comparison:
     """KG and per-predicate accuracy differences with intervals (:func:`accuracy_differences`)."""
     baselines: list[dict] | None = None
     """Per run: its no-knowledge baselines, ``{"kg": {chance, majority, null}, "by_predicate": {…}}``."""
+    states: list[dict] | None = None
+    """Per run: :func:`run_state`, whether it finished and how far it got."""
 
     def to_dict(self) -> dict:
         return {"runs": self.names, "metrics": self.metrics, "accuracy_estimates": self.estimates,
                 "eta": self.eta, "common_edges": self.common, "accuracy_differences": self.differences,
-                "baselines": self.baselines}
+                "baselines": self.baselines, "run_states": self.states}
 
 
-def compare_runs(runs: list[Run], names: list[str] | None = None) -> Comparison:
-    """Compare runs made on the same KG (same fingerprint); raises InputError otherwise."""
+def compare_runs(runs: list[Run], names: list[str] | None = None, *,
+                 being_written: list[bool] | None = None) -> Comparison:
+    """Compare runs made on the same KG (same fingerprint); raises InputError otherwise.
+
+    ``being_written``: per run, whether another process is writing it now (see
+    :func:`run_state`); unfinished runs are compared as far as they got, and say so.
+    """
     if len(runs) < 2:
         raise InputError("compare needs at least two runs")
     fps = {r.store.meta("kg_fingerprint") for r in runs}
@@ -87,8 +94,10 @@ def compare_runs(runs: list[Run], names: list[str] | None = None) -> Comparison:
 
     found = [run_baselines(r) for r in runs]
     base = [{"kg": b.get("kg"), "by_predicate": b.get("by_predicate", {})} if b else {} for b in found]
+    written = being_written or [False] * len(runs)
     return Comparison(names, [metrics_to_dict(r.metrics) for r in runs], estimates, eta, common,
-                      accuracy_differences(runs, names, estimates=run_estimates), base)
+                      accuracy_differences(runs, names, estimates=run_estimates), base,
+                      [run_state(r, being_written=w) for r, w in zip(runs, written)])
 
 
 # -- differences of accuracy between runs -------------------------------------------------
@@ -126,6 +135,33 @@ def _floor_pairs(ta, tb) -> tuple[np.ndarray, np.ndarray] | None:
         return None
     same = np.array_equal(ta.edge[da][fa], tb.edge[db][fb]) and np.array_equal(ta.round[da][fa], tb.round[db][fb])
     return (fa, fb) if same else None
+
+
+def unpaired_reason(ta, tb) -> str:
+    """Why :func:`_floor_pairs` found no shared floor, in words a user can act on."""
+    if ta is None or tb is None or ta.edge is None or tb.edge is None:
+        return "a run file records no per-probe design draws (a run made by an older kgprobe)"
+    na, nb = int(ta.design.sum()), int(tb.design.sum())
+    if not na or not nb:
+        return "a run has no design draws"
+    if na != nb:
+        return (f"their design draws differ in number ({na} and {nb}): a run is unfinished, or their budgets "
+                "or batch sizes differ")
+    return "they drew different floor edges: their seeds differ, or their budgets or batch sizes"
+
+
+def run_state(run: Run, *, being_written: bool = False) -> dict:
+    """Whether ``run`` finished, and how far it got: a comparison of unfinished runs says so.
+
+    ``being_written``: whether another process holds the run's writer lock now
+    (:func:`kgprobe.store.transactions.writer_active`, which the caller checks before it
+    opens the file, since closing a descriptor of a file this process reads through
+    SQLite would drop SQLite's locks on it).
+    """
+    status = run.status or "unknown"
+    return {"status": status, "stop_reason": run.stop_reason or "", "finished": status == "finished",
+            "being_written": bool(being_written), "rounds": run.rounds_played, "queries": run.queries_spent,
+            "budget": run.config.budget}
 
 
 def _feasible(diff: float, low: float, high: float, est_a: dict, est_b: dict) -> tuple[float, float]:
@@ -238,6 +274,8 @@ def accuracy_differences(runs: list[Run], names: list[str], *, confidence: float
                             confidence=confidence)
             rows.append({"a": names[i], "b": names[j], "pair": [i, j], "scope": "KG", "label": "KG", **(d or {}),
                          "tested": d is not None, **_untested(d, estimates[i]["kg"], estimates[j]["kg"])})
+            if not paired:
+                rows[-1]["unpaired_reason"] = unpaired_reason(ta, tb)
             preds = sorted(set(estimates[i]["by_predicate"]) & set(estimates[j]["by_predicate"]))
             for pid in preds:
                 ea, eb = estimates[i]["by_predicate"][pid], estimates[j]["by_predicate"][pid]

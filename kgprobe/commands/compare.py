@@ -37,8 +37,13 @@ def handle(args: argparse.Namespace) -> int:
     from kgprobe.compare import compare_runs
     from kgprobe.errors import InputError
 
+    from kgprobe.store.transactions import writer_active
+
     if len(args.runs) < 2:
         raise InputError("compare needs at least two run files")
+    # Before any run is opened: the check opens and closes a descriptor of each file, which
+    # would drop the locks SQLite holds on a file this process already reads.
+    being_written = [writer_active(str(r)) for r in args.runs]
     runs = [open_run(r) for r in args.runs]
     try:
         differences = check_protocols(runs, args.runs, allow_different=args.allow_different)
@@ -49,7 +54,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         names = _short_names(runs)
         protocols = [r.protocol for r in runs]
-        cmp = compare_runs(runs, names)
+        cmp = compare_runs(runs, names, being_written=being_written)
     finally:
         for r in runs:
             r.close()
@@ -83,6 +88,8 @@ def handle(args: argparse.Namespace) -> int:
     out.print("runs:", markup=False)
     for i, name in enumerate(cmp.names):
         out.print(f"  [{i + 1}] {name}", markup=False)
+    for line in unfinished_notes(cmp.states or [], args.runs):
+        out.print(line, markup=False)
     _print_context(out, cmp.names, protocols)
     t = Table(title="rates over each run's probed edges", title_justify="left", box=box.SIMPLE_HEAD,
               pad_edge=False)
@@ -173,6 +180,31 @@ def _print_differences(out, diffs: dict | None, baselines: list[dict] | None = N
         variances.append(f"{short} ({rows}; {test}): {variance}" if short else f"{test} ({rows}): {variance}")
     if variances:
         out.print("variance — " + "; ".join(variances), markup=False)
+    for r in diffs["differences"]:
+        if r["scope"] == "KG" and r["tested"] and r.get("unpaired_reason"):
+            out.print(f"[{r['pair'][0] + 1}] and [{r['pair'][1] + 1}] compare unpaired on the KG: "
+                      f"{r['unpaired_reason']}", markup=False)
+
+
+def unfinished_notes(states: list[dict], refs: list[str]) -> list[str]:
+    """One line per run that has not finished: how far it got and what to do about it."""
+    lines = []
+    for i, (st, ref) in enumerate(zip(states, refs)):
+        if st["finished"]:
+            continue
+        budget = f" of {st['budget']}" if st.get("budget") else ""
+        got = f"{st['rounds']} rounds, {st['queries']}{budget} queries"
+        if st["being_written"]:
+            lines.append(f"note: run [{i + 1}] is still being written by another kgprobe process ({got} so far): "
+                         "its figures are those of a partial run; compare again when it has finished")
+        elif st["status"] == "running":
+            lines.append(f"note: run [{i + 1}] did not finish: its process ended without a final record (it was "
+                         f"killed, or its machine stopped) after {got}; its figures are those of a partial run. "
+                         f"`kgprobe resume {ref}` plays the rest")
+        else:
+            lines.append(f"note: run [{i + 1}] did not finish ({st['status']} after {got}); its figures are those "
+                         f"of a partial run. `kgprobe resume {ref}` plays the rest")
+    return lines
 
 
 def _short_names(runs) -> list[str]:

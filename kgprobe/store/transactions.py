@@ -129,6 +129,29 @@ def connect(path: str, readonly: bool = False) -> sqlite3.Connection:
     return conn
 
 
+def writer_active(path: str) -> bool:
+    """Whether a kgprobe process holds ``path``'s writer lock now (a run still being written).
+
+    A shared, non-blocking ``flock`` on a fresh descriptor fails exactly while a writer
+    holds its exclusive one (:func:`lock`); it is released at once. A writer that was
+    killed holds nothing, so its file reads as not being written (its status stays
+    ``running``, which is how a reader tells it from a finished run).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing the descriptor releases a shared lock taken on it
+    return False
+
+
 def lock(fd: int, path: str) -> None:
     """Exclusive ``flock`` for the writer's lifetime; released by the kernel if it dies.
 
