@@ -33,7 +33,7 @@ design draws) come from two rankings:
   to no mass there. Alone, the value loses where the focus score wins (weak regions
   pooled over the graph); half and half gained on U-shaped errors and on the recorded
   sweeps and gave up part of the focus score's lead on clustered regions
-  (docs/samplers.md, "Tried and not kept").
+  (docs/samplers-tried.md).
 
 The design draws (``design_fraction`` of each batch, :mod:`kgprobe.sampling.design_draws`)
 feed the unbiased KG-level accuracy estimate; a run's default fraction is 1, every probe

@@ -1,6 +1,6 @@
 """Margin focus: the model's own margin tells a weak edge answered right from a strong one.
 
-Where the samplers lose on real answers (docs/samplers.md) is telling apart, after one
+Where the samplers lose on real answers (docs/samplers-measured.md) is telling apart, after one
 answer, an edge answered right that the model usually gets wrong from one it always
 gets right: a right answer is the same one bit for both. A probe that scores options
 (ZP-LKE) says more than the bit. It scores the gold object against every wrong
@@ -51,7 +51,7 @@ or not) is small after many answers and most of the estimate after one. Estimati
 from the margins alone, or letting them set the variance term of the picks, made the
 ratios worse (a margin posterior is confident after one answer, and a common ``s``
 misreads edges whose margins sit near 0 every time); this form lowered the ratio on 29
-of the 31 recorded sweeps with margins, judged on the same picks (docs/samplers.md).
+of the 31 recorded sweeps with margins, judged on the same picks (docs/samplers-margin-focus.md).
 
 Without margins — probes that generate (KGLens), a run of another sampler's design, fewer
 than :data:`MIN_EDGES_WITH_MARGINS` edges answered — the picks are ``focus``'s.

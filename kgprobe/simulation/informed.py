@@ -15,7 +15,7 @@ Both estimate θ as ``focus`` does (its pooled posterior, refitted as the answer
 so their MSE curves compare with ``focus``'s. Neither is a bound: that estimator learns its prior from all the
 answers, so where a predicate is wrong as a whole, answers spread over the predicate can
 teach it more than answers on the top k alone (Qwen2.5-Coder-0.5B's answers on geo-us:
-``focus`` 0.084, ``informed top-k`` 0.268; docs/samplers.md). They are study
+``focus`` 0.084, ``informed top-k`` 0.268; docs/samplers-measured.md). They are study
 instruments: they read the truth, so no run can use them.
 """
 
