@@ -190,7 +190,7 @@ def unfinished_notes(states: list[dict], refs: list[str]) -> list[str]:
     """One line per run that has not finished: how far it got and what to do about it."""
     lines = []
     for i, (st, ref) in enumerate(zip(states, refs)):
-        if st["finished"]:
+        if st["finished"] or st["status"] == "unknown":  # a file without a status says nothing either way
             continue
         budget = f" of {st['budget']}" if st.get("budget") else ""
         got = f"{st['rounds']} rounds, {st['queries']}{budget} queries"
