@@ -193,7 +193,7 @@ def unfinished_notes(states: list[dict], refs: list[str]) -> list[str]:
         if st["finished"] or st["status"] == "unknown":  # a file without a status says nothing either way
             continue
         budget = f" of {st['budget']}" if st.get("budget") else ""
-        got = f"{st['rounds']} rounds, {st['queries']}{budget} queries"
+        got = f"{st['rounds']} round{'' if st['rounds'] == 1 else 's'}, {st['queries']}{budget} queries"
         if st["being_written"]:
             lines.append(f"note: run [{i + 1}] is still being written by another kgprobe process ({got} so far): "
                          "its figures are those of a partial run; compare again when it has finished")
