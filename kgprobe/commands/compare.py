@@ -36,7 +36,6 @@ def handle(args: argparse.Namespace) -> int:
     from kgprobe.baselines import baseline_text
     from kgprobe.compare import compare_runs
     from kgprobe.errors import InputError
-
     from kgprobe.store.transactions import writer_active
 
     if len(args.runs) < 2:
