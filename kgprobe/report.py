@@ -47,11 +47,40 @@ MIN_ENTITY_EDGES = 2
 QUESTION_LINES = 4
 
 
-def report_data(run: Run, *, top_entities: int = TOP_ENTITIES, top_weakest: int = TOP_WEAKEST) -> dict:
-    """Everything the report shows, as JSON-able data."""
+def status_text(data: dict) -> str:
+    """The run's status in words; an unfinished run says its figures are partial, and how to go on.
+
+    Short enough for one report cell (160 characters); the report names the run file.
+    """
+    status, reason = data.get("status") or "unknown", data.get("stop_reason") or ""
+    if status == "finished":
+        return f"finished ({reason or '–'})"
+    resume = "`kgprobe resume` on the run file plays the rest"
+    if status == "running":
+        if data.get("being_written"):
+            return "running: another kgprobe process is writing it now, so these are a partial run's figures"
+        if data.get("being_written") is False:
+            return ("did not finish: its process ended without a final record (killed, or its machine stopped); "
+                    f"partial figures, {resume}")
+        return f"running, or stopped without a final record: partial figures; {resume}"
+    if status == "unknown":
+        return "not recorded"
+    return f"did not finish ({status}): partial figures; {resume}"
+
+
+def report_data(run: Run, *, top_entities: int = TOP_ENTITIES, top_weakest: int = TOP_WEAKEST,
+                being_written: bool | None = None) -> dict:
+    """Everything the report shows, as JSON-able data.
+
+    ``being_written``: whether another process holds the run's writer lock now
+    (:func:`kgprobe.store.transactions.writer_active`, checked by the caller before it
+    opened the file); None when not checked. It tells a run still going from one that was
+    killed, whose file says ``running`` too.
+    """
     from kgprobe.ranking import most_probed
 
     data = run.summary()
+    data["being_written"] = being_written
     data["history"] = [
         {k: h[k] for k in ("round", "queries", "queries_spent", "elapsed", "replayed", "converged", "metrics")}
         for h in run.history()
@@ -369,7 +398,7 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
     measured = [list(r) for r in protocol_rows(data["protocol"])]
     status = [
         ["budget spent", f"{data['queries_spent']} of {cfg['budget'] or 'unlimited'} queries in {data['rounds']} rounds"],
-        ["status", f"{data['status']} ({data['stop_reason'] or '–'})"],
+        ["status", status_text(data)],
     ]
     if data.get("prior"):
         pr = data["prior"]
@@ -557,11 +586,13 @@ def render_html(data: dict, plots: dict[str, bytes]) -> str:
     )
 
 
-def write_report(run: Run, out_dir: str | os.PathLike | None = None) -> dict[str, str]:
+def write_report(run: Run, out_dir: str | os.PathLike | None = None, *,
+                 being_written: bool | None = None) -> dict[str, str]:
     """Write ``<run>.md``, ``<run>.html`` and ``<run>-plots/*.png``; return their paths.
 
     An in-memory run has no file to sit next to: give ``out_dir`` (the files are named
     after the KG, method and time) or save it first with :meth:`Run.save`.
+    ``being_written``: as in :func:`report_data`.
     """
     from kgprobe.inputs import MEMORY
 
@@ -577,7 +608,7 @@ def write_report(run: Run, out_dir: str | os.PathLike | None = None) -> dict[str
         run_path = Path(run.path)
         out = Path(out_dir) if out_dir else run_path.parent
         stem = run_path.name.removesuffix(".kgrun")
-    data = report_data(run)
+    data = report_data(run, being_written=being_written)
     plots = _plots(data)
     try:
         out.mkdir(parents=True, exist_ok=True)

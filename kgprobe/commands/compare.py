@@ -32,7 +32,7 @@ def handle(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from kgprobe.api import open_run
+    from kgprobe.api import find_run, open_run
     from kgprobe.baselines import baseline_text
     from kgprobe.compare import compare_runs
     from kgprobe.errors import InputError
@@ -42,7 +42,7 @@ def handle(args: argparse.Namespace) -> int:
         raise InputError("compare needs at least two run files")
     # Before any run is opened: the check opens and closes a descriptor of each file, which
     # would drop the locks SQLite holds on a file this process already reads.
-    being_written = [writer_active(str(r)) for r in args.runs]
+    being_written = [writer_active(find_run(r)) for r in args.runs]
     runs = [open_run(r) for r in args.runs]
     try:
         differences = check_protocols(runs, args.runs, allow_different=args.allow_different)

@@ -49,16 +49,21 @@ def handle(args: argparse.Namespace) -> int:
 
         model, spec = resolve_model(args.null_model)
         measure_null_baseline(find_run(args.run), model, spec)
+    from kgprobe.store.transactions import writer_active
+
+    # Before the file is opened: the check opens and closes a descriptor of it, which would
+    # drop the locks SQLite holds on a file this process already reads.
+    being_written = writer_active(find_run(args.run))
     with open_run(args.run) as run:
         if args.json or args.output:
-            text = json.dumps(report_data(run), indent=1, default=str)
+            text = json.dumps(report_data(run, being_written=being_written), indent=1, default=str)
             if args.output:
                 write_output(args.output, text)
                 print(f"wrote {args.output}")
             else:
                 print(text)
             return 0
-        paths = write_report(run, args.out)
+        paths = write_report(run, args.out, being_written=being_written)
     print(f"wrote {paths['html']}")
     print(f"wrote {paths['markdown']}")
     return 0

@@ -1,4 +1,4 @@
-"""`kgprobe compare` on runs that have not finished, with the real default model.
+"""`kgprobe compare` and `kgprobe report` on runs that have not finished, with the real default model.
 
 A run that is still being written, was stopped, or was killed is compared as far as it
 got, and the comparison says so; its KG difference cannot be paired with a finished run of
@@ -80,6 +80,14 @@ def test_a_stopped_run_is_compared_as_far_as_it_got_and_says_so(runs, capsys):
     assert (f"note: run [2] did not finish (stopped after 2 rounds, 16 of 32 queries); its figures are those of a "
             f"partial run. `kgprobe resume {part}` plays the rest") in text
     assert "note: run [1]" not in text
+    from kgprobe.api import open_run
+    from kgprobe.report import report_data, status_text
+
+    with open_run(part) as run:
+        data = report_data(run, being_written=False)
+    assert status_text(data) == "did not finish (stopped): partial figures; `kgprobe resume` on the run file plays the rest"
+    with open_run(full) as run:
+        assert status_text(report_data(run)) == "finished (budget)"
     assert ("[1] and [2] compare unpaired on the KG: their design draws differ in number (32 and 16)") in text
 
 
@@ -100,6 +108,14 @@ def test_a_run_being_written_and_a_killed_one_are_told_apart(runs, capsys):
         text = " ".join(capsys.readouterr().out.split())
         assert ("note: run [2] is still being written by another kgprobe process (2 rounds, 16 of 32 queries so "
                 "far): its figures are those of a partial run; compare again when it has finished") in text
+        assert main(["report", "--json", str(part)]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert (data["status"], data["being_written"], data["queries_spent"]) == ("running", True, 16)
+        assert main(["report", str(part), "--out", str(part.parent / "live")]) == 0
+        capsys.readouterr()
+        md = (part.parent / "live" / "part.md").read_text()
+        assert ("| status | running: another kgprobe process is writing it now, so these are a partial run's "
+                "figures |") in md
     finally:
         # kill -9: the process leaves the file marked "running" and its lock with it.
         holder.send_signal(signal.SIGKILL)
@@ -110,6 +126,11 @@ def test_a_run_being_written_and_a_killed_one_are_told_apart(runs, capsys):
     assert ("note: run [2] did not finish: its process ended without a final record (it was killed, or its "
             f"machine stopped) after 2 rounds, 16 of 32 queries; its figures are those of a partial run. "
             f"`kgprobe resume {part}` plays the rest") in text
+    assert main(["report", str(part), "--out", str(part.parent / "killed")]) == 0
+    capsys.readouterr()
+    md = (part.parent / "killed" / "part.md").read_text()
+    assert ("| status | did not finish: its process ended without a final record (killed, or its machine stopped); "
+            r"partial figures, \`kgprobe resume\` on the run file plays the rest |") in md
 
 
 @pytest.mark.slow
