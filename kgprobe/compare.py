@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kgprobe.runs import Run
+from kgprobe.runs import Run, run_completion
 from kgprobe.engine import metrics_to_dict
 from kgprobe.errors import InputError
 
@@ -158,10 +158,9 @@ def run_state(run: Run, *, being_written: bool = False) -> dict:
     opens the file, since closing a descriptor of a file this process reads through
     SQLite would drop SQLite's locks on it).
     """
-    status = run.status or "unknown"
-    return {"status": status, "stop_reason": run.stop_reason or "", "finished": status == "finished",
-            "being_written": bool(being_written), "rounds": run.rounds_played, "queries": run.queries_spent,
-            "budget": run.config.budget}
+    return {"status": run.status or None, "stop_reason": run.stop_reason or "",
+            "finished": run_completion(run.status) == "finished", "being_written": bool(being_written),
+            "rounds": run.rounds_played, "queries": run.queries_spent, "budget": run.config.budget}
 
 
 def _feasible(diff: float, low: float, high: float, est_a: dict, est_b: dict) -> tuple[float, float]:

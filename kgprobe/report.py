@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kgprobe.runs import Run
+from kgprobe.runs import Run, run_completion
 from kgprobe.engine import metrics_to_dict
 from kgprobe.errors import InputError, StoreError
 
@@ -52,18 +52,19 @@ def status_text(data: dict) -> str:
 
     Short enough for one report cell (160 characters); the report names the run file.
     """
-    status, reason = data.get("status") or "unknown", data.get("stop_reason") or ""
-    if status == "finished":
-        return f"finished ({reason or '–'})"
+    status, reason = data.get("status"), data.get("stop_reason") or ""
+    kind = run_completion(status, data.get("being_written"))
     resume = "`kgprobe resume` on the run file plays the rest"
-    if status == "running":
-        if data.get("being_written"):
-            return "running: another kgprobe process is writing it now, so these are a partial run's figures"
-        if data.get("being_written") is False:
-            return ("did not finish: its process ended without a final record (killed, or its machine stopped); "
-                    f"partial figures, {resume}")
+    if kind == "finished":
+        return f"finished ({reason or '–'})"
+    if kind == "written now":
+        return "running: another kgprobe process is writing it now, so these are a partial run's figures"
+    if kind == "killed":
+        return ("did not finish: its process ended without a final record (killed, or its machine stopped); "
+                f"partial figures, {resume}")
+    if kind == "running":
         return f"running, or stopped without a final record: partial figures; {resume}"
-    if status == "unknown":
+    if kind == "unknown":
         return "not recorded"
     return f"did not finish ({status}): partial figures; {resume}"
 

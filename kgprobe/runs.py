@@ -26,6 +26,24 @@ if TYPE_CHECKING:
     from kgprobe.metrics import AccuracyEstimate, KnowledgeMetrics
 
 
+def run_completion(status: str | None, being_written: bool | None = None) -> str:
+    """How far a run file's run got, from its recorded status and its writer lock.
+
+    ``finished``; ``written now`` (another process holds its writer lock); ``killed`` (the
+    file still says ``running`` but no process holds it: it ended without a final record);
+    ``running`` (says so, the lock not checked); ``stopped`` (stopped, interrupted or
+    failed: resumable); ``unknown`` (no status recorded). ``being_written``:
+    :func:`kgprobe.store.transactions.writer_active`, or None when not checked.
+    """
+    if not status:
+        return "unknown"
+    if status == "finished":
+        return "finished"
+    if status == "running":
+        return {True: "written now", False: "killed"}.get(being_written, "running")
+    return "stopped"
+
+
 @dataclass
 class ProbeAnswer:
     round: int

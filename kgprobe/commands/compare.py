@@ -42,8 +42,9 @@ def handle(args: argparse.Namespace) -> int:
         raise InputError("compare needs at least two run files")
     # Before any run is opened: the check opens and closes a descriptor of each file, which
     # would drop the locks SQLite holds on a file this process already reads.
-    being_written = [writer_active(find_run(r)) for r in args.runs]
-    runs = [open_run(r) for r in args.runs]
+    paths = [find_run(r) for r in args.runs]
+    being_written = [writer_active(p) for p in paths]
+    runs = [open_run(p) for p in paths]
     try:
         differences = check_protocols(runs, args.runs, allow_different=args.allow_different)
     except BaseException:
@@ -187,16 +188,19 @@ def _print_differences(out, diffs: dict | None, baselines: list[dict] | None = N
 
 def unfinished_notes(states: list[dict], refs: list[str]) -> list[str]:
     """One line per run that has not finished: how far it got and what to do about it."""
+    from kgprobe.runs import run_completion
+
     lines = []
     for i, (st, ref) in enumerate(zip(states, refs)):
-        if st["finished"] or st["status"] == "unknown":  # a file without a status says nothing either way
+        kind = run_completion(st["status"], st["being_written"])
+        if kind in ("finished", "unknown"):  # a file without a status says nothing either way
             continue
         budget = f" of {st['budget']}" if st.get("budget") else ""
         got = f"{st['rounds']} round{'' if st['rounds'] == 1 else 's'}, {st['queries']}{budget} queries"
-        if st["being_written"]:
+        if kind == "written now":
             lines.append(f"note: run [{i + 1}] is still being written by another kgprobe process ({got} so far): "
                          "its figures are those of a partial run; compare again when it has finished")
-        elif st["status"] == "running":
+        elif kind == "killed":
             lines.append(f"note: run [{i + 1}] did not finish: its process ended without a final record (it was "
                          f"killed, or its machine stopped) after {got}; its figures are those of a partial run. "
                          f"`kgprobe resume {ref}` plays the rest")

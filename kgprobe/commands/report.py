@@ -43,18 +43,19 @@ def handle(args: argparse.Namespace) -> int:
     from kgprobe.api import find_run, open_run
     from kgprobe.report import report_data, write_report
 
+    from kgprobe.store.transactions import writer_active
+
+    path = find_run(args.run)
     if args.null_model:
         from kgprobe.api import resolve_model
         from kgprobe.report import measure_null_baseline
 
         model, spec = resolve_model(args.null_model)
-        measure_null_baseline(find_run(args.run), model, spec)
-    from kgprobe.store.transactions import writer_active
-
+        measure_null_baseline(path, model, spec)
     # Before the file is opened: the check opens and closes a descriptor of it, which would
     # drop the locks SQLite holds on a file this process already reads.
-    being_written = writer_active(find_run(args.run))
-    with open_run(args.run) as run:
+    being_written = writer_active(path)
+    with open_run(path) as run:
         if args.json or args.output:
             text = json.dumps(report_data(run, being_written=being_written), indent=1, default=str)
             if args.output:
