@@ -117,7 +117,7 @@ def holm(pvalues: list[float]) -> list[float]:
     return adjusted
 
 
-def _floor_pairs(ta, tb) -> tuple[np.ndarray, np.ndarray] | None:
+def floor_pairs(ta, tb) -> tuple[np.ndarray, np.ndarray] | None:
     """Masks over each run's design probes of the floor draws both runs share, or None.
 
     Runs with the same seed, KG, batch and budget draw the same floor edges in the same
@@ -137,8 +137,72 @@ def _floor_pairs(ta, tb) -> tuple[np.ndarray, np.ndarray] | None:
     return (fa, fb) if same else None
 
 
+def lean_ranks(table, active: np.ndarray, rng_for_round) -> np.ndarray | None:
+    """Each design probe's rank among its round's lean draws by systematic point (−1 for
+    floor draws), or None when it cannot be rebuilt.
+
+    ``active``: the run's active edges; ``rng_for_round(t)``: a fresh lean generator of the
+    0-based round ``t``, as the run made it (:func:`kgprobe.sampling.design.lean_draw_ranks`).
+    """
+    from kgprobe.sampling.design import FLOOR, LEAN_PART, lean_draw_ranks
+
+    if table is None or table.part is None or table.edge is None:
+        return None
+    d = table.design
+    part, edge, rnd = table.part[d], table.edge[d], table.round[d]
+    ranks = np.full(edge.size, -1, dtype=np.int64)
+    for t in np.unique(rnd[part == LEAN_PART]).tolist():
+        here = rnd == t
+        lean = here & (part == LEAN_PART)
+        r = lean_draw_ranks(active, edge[here & (part == FLOOR)], edge[lean], rng_for_round(int(t)))
+        if r is None:
+            return None
+        ranks[lean] = r
+    return ranks
+
+
+def run_lean_ranks(run: Run, table) -> np.ndarray | None:
+    """:func:`lean_ranks` of a run file played by the adaptive design (None for other designs)."""
+    from kgprobe.engine import round_rng
+
+    cfg = run.config
+    if table is None or getattr(cfg, "design", None) != "adaptive":
+        return None
+    # The engine numbers rounds from 1 and draws round r's lean with round_rng(seed, r, 3);
+    # a ProbeTable's rounds are 0-based.
+    return lean_ranks(table, np.asarray(run.kg.active, bool), lambda t: round_rng(cfg.seed, t + 1, 3))
+
+
+def draw_pairs(ta, tb, ranks_a=None, ranks_b=None) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """Index pairs into the two runs' design probes of the draws they share, the floor's
+    first (and how many of them are the floor's), or None.
+
+    The floor draws (:func:`floor_pairs`) pair edge for edge; the lean draws, when both
+    runs' lean ranks are known (:func:`lean_ranks`) and each round holds as many in both,
+    pair by point: the two runs' i-th lean points of a round fall at the same place of the
+    same random layout with the same start (common random numbers), so where the two
+    models' lean probabilities agree the pair is one edge, and where they differ the pair
+    still shares the layout's neighbourhood. Each pair is one draw of a joint design, so
+    the per-pair differences estimate the difference's variance as each run's own scores
+    estimate its own.
+    """
+    floor = floor_pairs(ta, tb)
+    if floor is None:
+        return None
+    fa, fb = floor
+    ia, ib = [np.flatnonzero(fa)], [np.flatnonzero(fb)]
+    if ranks_a is not None and ranks_b is not None and (~fa).any():
+        ra, rb = ta.round[ta.design], tb.round[tb.design]
+        la, lb = np.flatnonzero(~fa), np.flatnonzero(~fb)
+        if np.array_equal(np.bincount(ra[la], minlength=ra.max() + 1), np.bincount(rb[lb], minlength=ra.max() + 1)) \
+                and (ranks_a[la] >= 0).all() and (ranks_b[lb] >= 0).all():
+            ia.append(la[np.lexsort((ranks_a[la], ra[la]))])
+            ib.append(lb[np.lexsort((ranks_b[lb], rb[lb]))])
+    return np.concatenate(ia), np.concatenate(ib), int(fa.sum())
+
+
 def unpaired_reason(ta, tb) -> str:
-    """Why :func:`_floor_pairs` found no shared floor, in words a user can act on."""
+    """Why :func:`floor_pairs` found no shared floor, in words a user can act on."""
     if ta is None or tb is None or ta.edge is None or tb.edge is None:
         return "a run file records no per-probe design draws (a run made by an older kgprobe)"
     na, nb = int(ta.design.sum()), int(tb.design.sum())
@@ -174,10 +238,10 @@ def _difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, gro
                 confidence: float = 0.95) -> dict | None:
     """A − B with a confidence interval and a two-sided p-value; None when not testable.
 
-    KG: **paired** on the floor draws both runs share (``pairs``, masks over the design
-    probes' scores ``za``, ``zb``): the variance is that of the per-probe differences
-    there plus each run's own over its other (lean) draws, ``(n_F·s²_d + n_A·s²_A +
-    n_B·s²_B)/M²``; **unpaired** otherwise, ``se² = se_A² + se_B²``. Predicates and groups:
+    KG: **paired** on the draws both runs share (``pairs``, index pairs into the design
+    probes' scores ``za``, ``zb``, :func:`draw_pairs`): the variance is that of the
+    per-pair differences plus each run's own over its draws left unpaired, ``(n_P·s²_d +
+    n_A·s²_A + n_B·s²_B)/M²``; **unpaired** otherwise, ``se² = se_A² + se_B²``. Predicates and groups:
     the MOVER interval (Zou & Donner 2008) built from the two accuracies' own intervals,
     ``d ∓ sqrt((p_A − l_A)² + (u_B − p_B)²)`` and its mirror, which never leaves the
     range the two intervals allow. Every interval is cut to that range
@@ -200,18 +264,29 @@ def _difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, gro
         se = (above + below) / (2 * q)
         kind, variance = "unpaired", "MOVER from each side's Korn-Graubard interval"
     elif za is not None and zb is not None and pairs is not None:
-        fa, fb = pairs
-        d = za[fa] - zb[fb]
-        m = za.size
+        ia, ib, n_floor = pairs
 
         def spread(x):
             return x.size * float(x.var(ddof=1)) if x.size > 1 else 0.0
 
-        var = (spread(d) + spread(za[~fa]) + spread(zb[~fb])) / m ** 2
+        def paired_variance(ia, ib):
+            rest_a, rest_b = np.ones(za.size, bool), np.ones(zb.size, bool)
+            rest_a[ia], rest_b[ib] = False, False
+            return (spread(za[ia] - zb[ib]) + spread(za[rest_a]) + spread(zb[rest_b])) / za.size ** 2, rest_a
+
+        var, rest_a = paired_variance(ia, ib)
+        lean_paired = ia.size > n_floor
+        if lean_paired and var == 0.0:
+            # Every pair scored alike (the same run twice, or a resumed copy): the pairs
+            # hold no spread to build an interval from, so the lean draws count unpaired.
+            var, rest_a = paired_variance(ia[:n_floor], ib[:n_floor])
+            lean_paired = False
         se = math.sqrt(var)
         low, high = diff - q * se, diff + q * se
-        kind = "paired" if not (~fa).any() else "paired on the shared floor, unpaired on the rest"
-        variance = "per-probe score differences (with-replacement, martingale CLT)"
+        kind = "paired" if not rest_a.any() else "paired on the shared floor, unpaired on the rest"
+        variance = ("per-draw score differences, floor draws paired by edge and lean draws by systematic point "
+                    "(with-replacement, martingale CLT)" if lean_paired
+                    else "per-probe score differences (with-replacement, martingale CLT)")
     else:
         if est_a.get("se") is None or est_b.get("se") is None:
             return None
@@ -223,6 +298,13 @@ def _difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, gro
     low, high = _feasible(diff, low, high, est_a, est_b)
     p = float(2 * norm.sf(abs(diff) / se))
     return {"difference": diff, "low": low, "high": high, "se": se, "p": p, "test": kind, "variance": variance}
+
+
+def kg_difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, pairs=None,
+                  confidence: float = 0.95) -> dict | None:
+    """The KG difference A − B as ``compare`` reports it (:func:`_difference`): paired on
+    ``pairs`` (:func:`draw_pairs`) with the design scores ``za``, ``zb``, else unpaired."""
+    return _difference(est_a, est_b, za, zb, group=False, pairs=pairs, confidence=confidence)
 
 
 def _untested(d, est_a, est_b) -> dict:
@@ -258,13 +340,14 @@ def accuracy_differences(runs: list[Run], names: list[str], *, confidence: float
     from kgprobe.estimators import design_scores, table_from_store
 
     tables = [table_from_store(r.store) for r in runs]
+    lean = [run_lean_ranks(r, t) for r, t in zip(runs, tables)]
     if estimates is None:
         estimates = [r.estimates(confidence) for r in runs]
     rows: list[dict] = []
     for i in range(len(runs)):
         for j in range(i + 1, len(runs)):
             ta, tb = tables[i], tables[j]
-            pairs = _floor_pairs(ta, tb)
+            pairs = draw_pairs(ta, tb, lean[i], lean[j])
             paired = pairs is not None
             za = zb = None
             if paired:

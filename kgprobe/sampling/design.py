@@ -222,6 +222,40 @@ def draw_by_strata(pi: np.ndarray, strata: np.ndarray, rng: np.random.Generator)
     return draw_systematic(pi, rng, order=order)
 
 
+def lean_layout(candidates: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The order the lean's systematic sample lays its candidate edges out in: a random one.
+
+    The lean's generator makes this permutation first and then the sample's start ``u``
+    (:func:`draw_systematic`), so the points ``u, u + 1, …`` of two models' runs with the
+    same seed fall at the same places of the same layout: the i-th lean draws of the two
+    runs are a pair (:func:`lean_draw_ranks`), as their floor draws are.
+    """
+    cand = np.flatnonzero(np.asarray(candidates, bool))
+    return cand[rng.permutation(cand.size)]
+
+
+def lean_draw_ranks(active: np.ndarray, floor: np.ndarray, lean: np.ndarray,
+                    rng: np.random.Generator) -> np.ndarray | None:
+    """Each of a round's ``lean`` edges' place in the order its systematic points fell on them.
+
+    Rebuilt from what a run file keeps: the run's ``active`` edges and the round's
+    ``floor`` edges (the lean's candidates are the active edges outside the floor, each
+    with ``π > 0``) and the round's lean generator ``rng`` (fresh, as the run made it).
+    Points are laid along the layout in increasing order, so ranking the drawn edges by
+    their place in the layout (:func:`lean_layout`) ranks them by point. None when a lean
+    edge is not a candidate (the file was not played by this design).
+    """
+    avail = np.asarray(active, bool).copy()
+    avail[np.asarray(floor, dtype=np.int64)] = False
+    lean = np.asarray(lean, dtype=np.int64)
+    if lean.size and (lean.max() >= avail.size or not avail[lean].all()):
+        return None
+    place = np.empty(avail.size, dtype=np.int64)
+    layout = lean_layout(avail, rng)
+    place[layout] = np.arange(layout.size)
+    return np.argsort(np.argsort(place[lean], kind="stable"), kind="stable")
+
+
 def design_columns(pkg, edges: np.ndarray, in_design: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each selected edge's inclusion probability and design part, from the round's design on ``pkg``.
 
@@ -278,7 +312,7 @@ class RoundDesign:
         if k_lean > 0:
             pi_l = plan.lean_probabilities(self.predicted_right, k_lean, exclude=floor,
                                            rounds_left=self.rounds_left, share=1.0 - floor_minimums)
-            lean = draw_systematic(pi_l, self.lean_rng)
+            lean = draw_systematic(pi_l, self.lean_rng, order=lean_layout(pi_l > 0, self.lean_rng))
             for e in lean.tolist():
                 self._pi[e], self._part[e] = float(pi_l[e]), LEAN_PART
         return np.sort(np.concatenate([floor, lean])).astype(np.int64)

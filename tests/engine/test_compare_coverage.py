@@ -3,19 +3,20 @@
 Two models' recorded sweeps of the same 500 edges (the committed default-model and
 Gemma-3-270m sweeps) are replayed as runs at the run defaults with the same seed, as two
 ``kgprobe run`` calls with ``--seed`` would be; each pair of runs goes through the
-functions ``compare`` uses (:func:`kgprobe.compare._floor_pairs`,
-:func:`kgprobe.compare._difference`). The truth is the difference of the two sweeps'
+functions ``compare`` uses (:func:`kgprobe.compare.draw_pairs`,
+:func:`kgprobe.compare._difference`; the loop is ``kgprobe bench compare``'s,
+:func:`kgprobe.bench.compare.replayed_differences`). The truth is the difference of the two sweeps'
 accuracies.
 """
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
-from kgprobe.compare import _difference, _floor_pairs
-from kgprobe.estimators import design_scores, kg_estimate
+from kgprobe.bench.compare import replayed_differences, split_passes
+from kgprobe.compare import _difference, floor_pairs
+from kgprobe.estimators import kg_estimate
 from kgprobe.simulation.coverage import replay_setup, simulate_default_run
 from kgprobe.simulation.replay import sweep_graph
 from kgprobe.sweep import load_sweep
@@ -26,20 +27,9 @@ RUNS = 200
 
 
 def _replayed_differences(sweep_a, sweep_b, runs=RUNS):
-    sides = []
-    for sweep in (sweep_a, sweep_b):
-        kg, sweep = sweep_graph(sweep, None)
-        sides.append((sweep, replay_setup(sweep, kg)))
-    out = []
-    for r in range(runs):
-        tables = [simulate_default_run(setup, sweep, seed=r) for sweep, setup in sides]
-        ea, eb = (kg_estimate(t).as_dict() for t in tables)
-        pairs = _floor_pairs(*tables)
-        za, zb = (design_scores(tables[0]), design_scores(tables[1])) if pairs is not None else (None, None)
-        out.append((pairs is not None, _difference(ea, eb, za, zb, group=False, pairs=pairs),
-                    _difference(ea, eb, group=False)))
-    truth = sides[0][1]["truth"]["kg"] - sides[1][1]["truth"]["kg"]
-    return truth, out
+    """The truth and, per seed: paired?, compare's difference, unpaired, floor-only."""
+    truth, rows = replayed_differences(sweep_a, sweep_b, runs=runs)
+    return truth, [(r["paired"], r["all"], r["unpaired"], r["floor_only"]) for r in rows]
 
 
 def _coverage(truth, diffs):
@@ -56,13 +46,29 @@ def test_two_models_with_the_same_seed_compare_paired_and_the_interval_covers():
     truth, out = _replayed_differences(a, b)
     # 0.5139 − 0.6150: the two sweeps' shares of right answers.
     assert truth == pytest.approx(a.accuracy() - b.accuracy()) and truth == pytest.approx(-0.1011, abs=1e-4)
-    assert all(paired for paired, _, _ in out)
-    assert all(d["test"] == "paired on the shared floor, unpaired on the rest" for _, d, _ in out)
-    paired = [d for _, d, _ in out]
-    unpaired = [u for _, _, u in out]
+    assert all(paired for paired, *_ in out)
+    assert all(d["test"] == "paired" for _, d, *_ in out)
+    paired = [d for _, d, _, _ in out]
+    unpaired = [u for _, _, u, _ in out]
+    floor_only = [f for *_, f in out]
     assert _coverage(truth, paired) >= 0.94
-    # Pairing on the shared floor removes the edges' common difficulty: a narrower interval.
-    assert _halfwidth(paired) < _halfwidth(unpaired)
+    # Pairing removes the edges' common difficulty: a narrower interval; the lean draws
+    # paired by point narrow it further than the floor alone (7.12 against 7.44 points).
+    assert _halfwidth(paired) < _halfwidth(floor_only) < _halfwidth(unpaired)
+
+
+def test_two_sweeps_of_one_model_compare_paired_by_point_with_a_narrower_interval_that_covers():
+    # The default model's first ten passes against its last ten: two "checkpoints" that
+    # answer alike, the case where the runs lean alike and pairing the lean pays most.
+    base = load_sweep("default")
+    a, b = split_passes(base)
+    truth, out = _replayed_differences(a, b)
+    assert truth == pytest.approx(a.accuracy() - b.accuracy()) and truth == pytest.approx(0.0110, abs=1e-4)
+    paired = [d for _, d, _, _ in out]
+    assert all(d["test"] == "paired" for d in paired)
+    assert _coverage(truth, paired) >= 0.93
+    # 6.56 points against 7.27 with the floor alone paired and 8.22 unpaired.
+    assert _halfwidth(paired) < 0.93 * _halfwidth([f for *_, f in out])
 
 
 def test_two_strong_models_compare_with_coverage_near_the_boundary():
@@ -73,8 +79,8 @@ def test_two_strong_models_compare_with_coverage_near_the_boundary():
     sweeps = [turned_right(base, p, rng) for p in (0.95, 0.85)]
     truth, out = _replayed_differences(*sweeps)
     assert truth == pytest.approx(sweeps[0].accuracy() - sweeps[1].accuracy())
-    assert all(paired for paired, _, _ in out)
-    assert _coverage(truth, [d for _, d, _ in out]) >= 0.93
+    assert all(paired for paired, *_ in out)
+    assert _coverage(truth, [d for _, d, *_ in out]) >= 0.93
 
 
 def test_runs_with_other_seeds_compare_unpaired_and_predicate_differences_cover():
@@ -93,7 +99,7 @@ def test_runs_with_other_seeds_compare_unpaired_and_predicate_differences_cover(
     kg_covered, pred_covered = [], {}
     for r in range(RUNS):
         tables = [simulate_default_run(setup, sweep, seed=seed) for (sweep, setup), seed in zip(sides, (r, r + 10_000))]
-        assert _floor_pairs(*tables) is None
+        assert floor_pairs(*tables) is None
         ea, eb = (kg_estimate(t).as_dict() for t in tables)
         diff = _difference(ea, eb, group=False)
         assert diff["test"] == "unpaired"

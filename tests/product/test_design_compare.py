@@ -42,11 +42,56 @@ def test_two_models_with_one_seed_share_the_floor_and_lean_their_own_way(two_run
     assert lean_a != lean_b
 
 
-def test_compare_is_paired_on_the_floor_and_every_interval_is_possible(two_runs):
+LEAN_PAIRED = ("per-draw score differences, floor draws paired by edge and lean draws by systematic point "
+               "(with-replacement, martingale CLT)")
+
+
+@pytest.fixture(scope="module")
+def twin(tmp_path_factory, countries):
+    """Run "a" played again: the same simulated model, seed and settings."""
+    model = SimulatedModel(countries, theta_for_kg(countries, seed=1), seed=1)
+    run = kgprobe.probe(countries, model, budget=128, batch_size=32, seed=0,
+                        store=tmp_path_factory.mktemp("twin") / "twin.kgrun", progress=False, report=False)
+    yield run
+    run.close()
+
+
+def test_the_lean_draws_pair_by_point_as_the_engine_drew_them(two_runs, twin):
+    from kgprobe.compare import draw_pairs, run_lean_ranks
+    from kgprobe.estimators import table_from_store
+
+    a, b = two_runs
+    ta, tb, tt = (table_from_store(r.store) for r in (a, b, twin))
+    ranks = {name: run_lean_ranks(run, t) for name, run, t in (("a", a, ta), ("b", b, tb), ("twin", twin, tt))}
+    # The twin drew what run a drew; rebuilt from the run file alone (seed, rounds, active
+    # edges, floor draws), its i-th lean point of each round is a's: every pair is one edge.
+    ia, ib, n_floor = draw_pairs(ta, tt, ranks["a"], ranks["twin"])
+    assert (ia.size, n_floor) == (128, 48)
+    assert np.array_equal(ta.edge[ta.design][ia], tt.edge[tt.design][ib])
+    # Two models: all 128 draws pair (48 floor by edge, 80 lean by point), each lean pair
+    # within one round.
+    ia, ib, n_floor = draw_pairs(ta, tb, ranks["a"], ranks["b"])
+    assert (ia.size, n_floor) == (128, 48) and sorted(ia.tolist()) == list(range(128))
+    assert np.array_equal(ta.round[ta.design][ia], tb.round[tb.design][ib])
+    # Floor draws carry no rank; every lean draw one of 0..19 (20 lean draws a round).
+    part = ta.part[ta.design]
+    assert (ranks["a"][part == FLOOR] == -1).all() and set(ranks["a"][part == LEAN_PART].tolist()) == set(range(20))
+
+
+def test_compare_of_a_run_and_its_twin_keeps_an_interval(two_runs, twin):
+    # Every pair scores alike, so the pairs hold no spread: the lean draws count unpaired
+    # and the difference keeps the interval of the floor-paired test.
+    kg = next(r for r in accuracy_differences([two_runs[0], twin], ["a", "twin"])["differences"]
+              if r["scope"] == "KG")
+    assert (kg["difference"], kg["p"]) == (0.0, 1.0)
+    assert kg["test"] == "paired on the shared floor, unpaired on the rest" and kg["high"] > 0.0 > kg["low"]
+
+
+def test_compare_is_paired_and_every_interval_is_possible(two_runs):
     diffs = accuracy_differences(two_runs, ["a", "b"])["differences"]
     kg = next(r for r in diffs if r["scope"] == "KG")
-    assert kg["paired"] and kg["test"] == "paired on the shared floor, unpaired on the rest"
-    assert kg["variance"] == "per-probe score differences (with-replacement, martingale CLT)"
+    assert kg["paired"] and kg["test"] == "paired"
+    assert kg["variance"] == LEAN_PAIRED
     est = [r.estimates()["kg"] for r in two_runs]
     assert kg["difference"] == pytest.approx(est[0]["estimate"] - est[1]["estimate"])
     for row in diffs:
@@ -58,7 +103,7 @@ def test_compare_is_paired_on_the_floor_and_every_interval_is_possible(two_runs)
         assert row["low"] >= ea["low"] - eb["high"] - 1e-12 and row["high"] <= ea["high"] - eb["low"] + 1e-12
 
 
-def test_compare_table_names_the_part_paired_test_short_and_its_variance_line_spells_it_out(two_runs, capsys):
+def test_compare_table_names_the_paired_test_and_its_variance_line_spells_it_out(two_runs, capsys):
     import re
 
     from kgprobe.cli import main
@@ -71,11 +116,10 @@ def test_compare_table_names_the_part_paired_test_short_and_its_variance_line_sp
     # The KG row on one line: difference and interval in points, the short test name, p.
     interval = re.escape(f"{kg['difference'] * 100:+.1f} [{kg['low'] * 100:+.1f}, {kg['high'] * 100:+.1f}]")
     p_holm = re.escape(f"{kg['p_holm']:.3g}")
-    row = rf"\n KG\s+{interval}( \*)?\s+part-paired\s+{p_holm}\s"
+    row = rf"\n KG\s+{interval}( \*)?\s+paired\s+{p_holm}\s"
     assert re.search(row, text), row
     caption = " ".join(text[text.index("variance — "):].split())
-    assert ("part-paired (KG; paired on the shared floor, unpaired on the rest): per-probe score differences "
-            "(with-replacement, martingale CLT)") in caption
+    assert f"paired (KG): {LEAN_PAIRED}" in caption
 
 
 def test_old_names_of_the_design_share_still_work_with_a_warning(tmp_path, countries, sim_model):
