@@ -235,7 +235,7 @@ def _feasible(diff: float, low: float, high: float, est_a: dict, est_b: dict) ->
 
 
 def _difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, group: bool, pairs=None,
-                confidence: float = 0.95) -> dict | None:
+                confidence: float = 0.95, correlation: float | None = None) -> dict | None:
     """A − B with a confidence interval and a two-sided p-value; None when not testable.
 
     KG: **paired** on the draws both runs share (``pairs``, index pairs into the design
@@ -243,8 +243,10 @@ def _difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, gro
     per-pair differences plus each run's own over its draws left unpaired, ``(n_P·s²_d +
     n_A·s²_A + n_B·s²_B)/M²``; **unpaired** otherwise, ``se² = se_A² + se_B²``. Predicates and groups:
     the MOVER interval (Zou & Donner 2008) built from the two accuracies' own intervals,
-    ``d ∓ sqrt((p_A − l_A)² + (u_B − p_B)²)`` and its mirror, which never leaves the
-    range the two intervals allow. Every interval is cut to that range
+    ``d ∓ sqrt((p_A − l_A)² + (u_B − p_B)² − 2r·(p_A − l_A)(u_B − p_B))`` and its mirror,
+    with ``r`` the two estimates' ``correlation`` over the runs' paired draws
+    (:func:`predicate_correlation`; 0, the unpaired MOVER, when None), which never leaves
+    the range the two intervals allow. Every interval is cut to that range
     ``[l_A − u_B, u_A − l_B]`` and to [−100, +100] points.
     """
     from scipy.stats import norm
@@ -258,11 +260,21 @@ def _difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, gro
     diff = est_a["estimate"] - est_b["estimate"]
     q = float(norm.ppf(0.5 + confidence / 2))
     if group:
-        below = math.hypot(est_a["estimate"] - est_a["low"], est_b["high"] - est_b["estimate"])
-        above = math.hypot(est_a["high"] - est_a["estimate"], est_b["estimate"] - est_b["low"])
+        r = 0.0 if correlation is None else min(max(float(correlation), 0.0), 1.0)
+
+        def reach(x: float, y: float) -> float:
+            return math.sqrt(max(x * x + y * y - 2.0 * r * x * y, 0.0))
+
+        below = reach(est_a["estimate"] - est_a["low"], est_b["high"] - est_b["estimate"])
+        above = reach(est_a["high"] - est_a["estimate"], est_b["estimate"] - est_b["low"])
         low, high = diff - below, diff + above
         se = (above + below) / (2 * q)
-        kind, variance = "unpaired", "MOVER from each side's Korn-Graubard interval"
+        if correlation is None:
+            kind, variance = "unpaired", "MOVER from each side's Korn-Graubard interval"
+        else:
+            kind = "paired"
+            variance = ("MOVER from each side's Korn-Graubard interval, with the two estimates' correlation "
+                        "over the paired draws")
     elif za is not None and zb is not None and pairs is not None:
         ia, ib, n_floor = pairs
 
@@ -300,6 +312,36 @@ def _difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, gro
     return {"difference": diff, "low": low, "high": high, "se": se, "p": p, "test": kind, "variance": variance}
 
 
+def predicate_correlation(ta, tb, pairs, predicate: str) -> float | None:
+    """Correlation of the two runs' estimates of ``predicate``'s accuracy over their paired
+    draws (:func:`draw_pairs`), cut to [0, 1]; None when either run has no design probe of it.
+
+    Each estimate's linearized error is the sum of its design probes' scores
+    (:func:`kgprobe.estimators.hajek_scores`, variance ``M·s²(u)``); the two sums covary
+    through the pairs only, ``M·Σ_pairs (u_A − ū_A)(u_B − ū_B)/M``. A negative estimate
+    counts as 0 (the unpaired MOVER): pairing is not allowed to widen an interval on noise.
+    """
+    from kgprobe.estimators import hajek_scores
+
+    ua, ub = hajek_scores(ta, "predicate", predicate), hajek_scores(tb, "predicate", predicate)
+    if ua is None or ub is None or ua.size < 2 or ua.size != ub.size:
+        return None
+    ia, ib, _ = pairs
+    va, vb = float(ua.var()), float(ub.var())
+    if va <= 0.0 or vb <= 0.0:
+        return 0.0
+    cov = float(np.sum((ua[ia] - ua.mean()) * (ub[ib] - ub.mean()))) / ua.size
+    return min(max(cov / math.sqrt(va * vb), 0.0), 1.0)
+
+
+def predicate_difference(ta, tb, est_a: dict | None, est_b: dict | None, predicate: str, *, pairs=None,
+                         confidence: float = 0.95) -> dict | None:
+    """``predicate``'s accuracy difference A − B as ``compare`` reports it: MOVER, with the
+    estimates' correlation over ``pairs`` (:func:`draw_pairs`) when the runs pair."""
+    r = None if pairs is None else predicate_correlation(ta, tb, pairs, predicate)
+    return _difference(est_a, est_b, group=True, confidence=confidence, correlation=r)
+
+
 def kg_difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, pairs=None,
                   confidence: float = 0.95) -> dict | None:
     """The KG difference A − B as ``compare`` reports it (:func:`_difference`): paired on
@@ -326,11 +368,14 @@ def accuracy_differences(runs: list[Run], names: list[str], *, confidence: float
 
     Each difference is A − B of the design-based estimates (:mod:`kgprobe.estimators`)
     with a ``confidence`` interval (:func:`_difference`). The KG difference is **paired**
-    on the floor draws the runs share (runs with the same seed, KG, batch and budget draw
-    the same floor edges): the per-probe differences ``z_i(A) − z_i(B)`` remove the shared
-    edge difficulty; the rest is unpaired. Each row says which (``test``) and which
-    variance it used (``variance``). Predicates use the MOVER interval from each side's
-    interval; every interval is cut to the range the two accuracies' intervals allow.
+    on the draws the runs share (runs with the same seed, KG, batch and budget draw the
+    same floor edges and their lean draws pair by point, :func:`draw_pairs`): the per-pair
+    differences ``z_i(A) − z_i(B)`` remove the shared edge difficulty; draws left unpaired
+    add their own variance. Each row says which (``test``) and which variance it used
+    (``variance``). Predicates use the MOVER interval from each side's interval, with
+    the two estimates' correlation over the paired draws when the runs pair
+    (:func:`predicate_correlation`); every interval is cut to the range the two
+    accuracies' intervals allow.
     Groups without a design-based estimate in either run are not tested.
     ``significant`` marks differences whose Holm-adjusted p-value is below
     :data:`ALPHA` over the whole family (every pair × the KG and every predicate).
@@ -361,7 +406,7 @@ def accuracy_differences(runs: list[Run], names: list[str], *, confidence: float
             preds = sorted(set(estimates[i]["by_predicate"]) & set(estimates[j]["by_predicate"]))
             for pid in preds:
                 ea, eb = estimates[i]["by_predicate"][pid], estimates[j]["by_predicate"][pid]
-                d = _difference(ea, eb, group=True, confidence=confidence)
+                d = predicate_difference(ta, tb, ea, eb, pid, pairs=pairs, confidence=confidence)
                 rows.append({"a": names[i], "b": names[j], "pair": [i, j], "scope": "predicate", "predicate": pid,
                              "label": ea.get("label", pid), **(d or {}), "tested": d is not None,
                              **_untested(d, ea, eb)})

@@ -323,13 +323,9 @@ def hajek_estimate(y, omega, rounds, in_group, *, n_group: int, confidence: floa
     nan = float("nan")
     if h < MIN_DESIGN_PROBES:
         return GroupEstimate(nan, nan, nan, h, int(n_group), TOO_FEW, "too-few-design-probes")
-    m_t = np.bincount(rnd, minlength=int(rnd.max()) + 1).astype(np.float64)[rnd]
-    a = m_t * omega
-    ag, yg = a[in_g], y[in_g]
+    p, e, a = _hajek_parts(y, omega, rnd, in_g)
+    ag = a[in_g]
     total = float(ag.sum())
-    p = float(np.dot(ag, yg) / total)
-    p = min(1.0, max(0.0, p))
-    e = np.where(in_g, a * (y - p), 0.0)
     m = y.size
     var = float(m * e.var(ddof=1) / total ** 2) if m > 1 else 0.0
     kish = total ** 2 / float(np.dot(ag, ag))
@@ -339,6 +335,29 @@ def hajek_estimate(y, omega, rounds, in_group, *, n_group: int, confidence: floa
     low, high = clopper_pearson(p * n_eff, n_eff, confidence)
     se = math.sqrt(var) if var > 0 else math.sqrt(p * (1 - p) / n_eff)
     return GroupEstimate(p, low, high, h, int(n_group), DESIGN, "hajek-korn-graubard", se, n_eff - 1, p)
+
+
+def _hajek_parts(y, omega, rnd, in_g) -> tuple[float, np.ndarray, np.ndarray]:
+    """``Â_G`` of :func:`hajek_estimate` (cut to [0, 1]), each design probe's linearized
+    deviation ``a_i·1_G·(y_i − Â)`` and the probe weights ``a_i = m_t·ω_i``."""
+    m_t = np.bincount(rnd, minlength=int(rnd.max()) + 1).astype(np.float64)[rnd]
+    a = m_t * omega
+    ag = a[in_g]
+    p = min(1.0, max(0.0, float(np.dot(ag, y[in_g]) / float(ag.sum()))))
+    return p, np.where(in_g, a * (y - p), 0.0), a
+
+
+def hajek_scores(table: ProbeTable, kind: str, group: str) -> np.ndarray | None:
+    """Each design probe's share of the error of ``group``'s ratio estimate (:func:`hajek_estimate`):
+    ``u_i = a_i·1_G·(y_i − Â_G) / Σ_G a_i``, whose ``M·s²(u)`` is the estimate's linearized
+    variance. Two runs' scores over their paired draws give the covariance of their two
+    estimates (``kgprobe compare``). None when no design probe is in the group."""
+    d = table.design
+    in_g = np.asarray(table.labels[kind][d] == group, bool)
+    if not in_g.any():
+        return None
+    _, e, a = _hajek_parts(table.correct[d].astype(np.float64), table.design_weights(), table.round[d], in_g)
+    return e / float(a[in_g].sum())
 
 
 def clopper_pearson(x: float, n: float, confidence: float = 0.95) -> tuple[float, float]:

@@ -14,7 +14,10 @@ runs goes through the functions ``compare`` uses (:mod:`kgprobe.compare`) three 
 
 each with its ``coverage`` of the true difference (the two sweeps' shares of right answers)
 and mean ``ci_halfwidth``; ``exact_halfwidth`` is 1.96 times the spread of the replays'
-differences, what an exact variance would give.
+differences, what an exact variance would give. ``predicates``: every predicate's
+difference, paired (MOVER with the two estimates' correlation over the paired draws) and
+unpaired (MOVER alone): the least and the mean of the predicates' coverages, and their
+mean half-width.
 """
 
 from __future__ import annotations
@@ -61,8 +64,8 @@ def replayed_differences(sweep_a, sweep_b, *, runs: int = 200, seed: int = 0, gr
     """
     import numpy as np
 
-    from kgprobe.compare import draw_pairs, floor_pairs, kg_difference, lean_ranks
-    from kgprobe.estimators import design_scores, kg_estimate
+    from kgprobe.compare import draw_pairs, floor_pairs, kg_difference, lean_ranks, predicate_difference
+    from kgprobe.estimators import design_scores, group_estimates, kg_estimate
     from kgprobe.simulation.coverage import replay_setup, simulate_default_run
     from kgprobe.simulation.replay import sweep_graph
 
@@ -83,11 +86,19 @@ def replayed_differences(sweep_a, sweep_b, *, runs: int = 200, seed: int = 0, gr
         shared_floor = None if floor is None else (np.flatnonzero(floor[0]), np.flatnonzero(floor[1]),
                                                    int(floor[0].sum()))
         za, zb = design_scores(tables[0]), design_scores(tables[1])
+        ga, gb = (group_estimates(t, "predicate") for t in tables)
+        preds = {p: (predicate_difference(*tables, ga[p].as_dict(), gb[p].as_dict(), p, pairs=pairs),
+                     predicate_difference(*tables, ga[p].as_dict(), gb[p].as_dict(), p))
+                 for p in sorted(ga.keys() & gb.keys())}
         rows.append({"paired": pairs is not None,
                      "all": kg_difference(ea, eb, za, zb, pairs=pairs),
                      "floor_only": kg_difference(ea, eb, za, zb, pairs=shared_floor),
-                     "unpaired": kg_difference(ea, eb)})
-    truth = sides[0][1]["truth"]["kg"] - sides[1][1]["truth"]["kg"]
+                     "unpaired": kg_difference(ea, eb),
+                     "predicates": preds})
+    truths = [setup["truth"] for _, setup in sides]
+    truth = truths[0]["kg"] - truths[1]["kg"]
+    for row in rows:
+        row["predicate_truth"] = {p: truths[0]["predicate"][p] - truths[1]["predicate"][p] for p in row["predicates"]}
     return truth, rows
 
 
@@ -101,6 +112,29 @@ def summary(truth: float, diffs: list[dict | None]) -> dict:
     return {"coverage": round(float(np.mean([d["low"] <= truth <= d["high"] for d in tested])), 3),
             "ci_halfwidth": round(float(np.mean([(d["high"] - d["low"]) / 2 for d in tested])), 4),
             "tested": len(tested), "tests": sorted({d["test"] for d in tested})}
+
+
+def predicate_summary(rows: list[dict], which: int) -> dict:
+    """Per predicate the share of runs whose difference interval held its truth (``which``:
+    0 paired, 1 unpaired), their least and mean, and the mean half-width over predicates."""
+    import numpy as np
+
+    covered: dict[str, list[bool]] = {}
+    half: dict[str, list[float]] = {}
+    for row in rows:
+        for p, diffs in row["predicates"].items():
+            d = diffs[which]
+            if d is None:
+                continue
+            covered.setdefault(p, []).append(d["low"] <= row["predicate_truth"][p] <= d["high"])
+            half.setdefault(p, []).append((d["high"] - d["low"]) / 2)
+    if not covered:
+        return {"predicates": 0}
+    cov = {p: float(np.mean(v)) for p, v in covered.items()}
+    worst = min(cov, key=cov.get)
+    return {"predicates": len(cov), "min_coverage": round(cov[worst], 3), "least_covered": worst,
+            "mean_coverage": round(float(np.mean(list(cov.values()))), 3),
+            "ci_halfwidth": round(float(np.mean([np.mean(v) for v in half.values()])), 4)}
 
 
 def handle(args) -> int:
@@ -140,6 +174,7 @@ def handle(args) -> int:
         "floor_only": summary(truth, [r["floor_only"] for r in rows]),
         "unpaired": summary(truth, [r["unpaired"] for r in rows]),
         "exact_halfwidth": round(float(norm.ppf(0.975)) * float(diffs.std(ddof=1)), 4),
+        "predicates": {"paired": predicate_summary(rows, 0), "unpaired": predicate_summary(rows, 1)},
         "seconds": round(time.perf_counter() - t0, 1),
     }
     print(json.dumps(out))

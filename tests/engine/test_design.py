@@ -211,6 +211,38 @@ def test_differences_are_cut_to_what_is_possible():
     assert d["variance"] == "sum of the two runs' variances"
 
 
+def test_paired_predicate_difference_by_hand():
+    # MOVER with the two estimates' correlation r: A = 0.75 [0.3, 1.0], B = 0.5 [0.1, 0.9].
+    # r = ½: below = sqrt(0.45² + 0.4² − 2·½·0.45·0.4) = sqrt(0.1825) = 0.427200,
+    # above = sqrt(0.25² + 0.4² − 2·½·0.25·0.4) = sqrt(0.1225) = 0.35: [−0.177200, 0.6].
+    # r = 0 is the unpaired MOVER: sqrt(0.3625) = 0.602080, sqrt(0.2225) = 0.471699.
+    # A negative r counts as 0: pairing never widens an interval.
+    a = {"estimate": 0.75, "low": 0.3, "high": 1.0, "se": 0.2, "basis": DESIGN}
+    b = {"estimate": 0.5, "low": 0.1, "high": 0.9, "se": 0.25, "basis": DESIGN}
+    d = _difference(a, b, group=True, correlation=0.5)
+    assert (d["low"], d["high"]) == (pytest.approx(0.25 - 0.427200, abs=1e-6), pytest.approx(0.6))
+    assert d["test"] == "paired" and "correlation" in d["variance"]
+    for r in (0.0, -0.4):
+        d = _difference(a, b, group=True, correlation=r)
+        assert (d["low"], d["high"]) == (pytest.approx(0.25 - 0.602080, abs=1e-6),
+                                         pytest.approx(0.25 + 0.471699, abs=1e-6))
+
+
+def test_hajek_scores_carry_the_estimates_variance_by_hand():
+    # The hand example above as a one-round table: a = 8, 16, 8 in the group, scores
+    # a(y − ½)/Σa = 4/32, −8/32, 4/32 and 0: M·s²(u) = 4·(96/3)/32² = 0.125, the estimate's v.
+    from kgprobe.estimators import ProbeTable, hajek_scores
+
+    labels = {"predicate": np.array(["P1", "P1", "P1", "P2"], dtype=object)}
+    table = ProbeTable(np.array([True, False, True, False]), np.ones(4, bool), np.full(4, 0.5),
+                       np.array([0.5, 0.25, 0.5, 0.5]), np.zeros(4, np.int64), labels,
+                       [{"predicate": {}}], {"predicate": {"P1": 7, "P2": 1}})
+    u = hajek_scores(table, "predicate", "P1")
+    assert u == pytest.approx([0.125, -0.25, 0.125, 0.0])
+    assert 4 * u.var(ddof=1) == pytest.approx(0.125)
+    assert hajek_scores(table, "predicate", "P3") is None
+
+
 def test_every_small_predicate_gets_an_interval_that_holds_on_a_skewed_replay():
     # One predicate with 666 edges, six with 11, 7, 5, 3, 2 and 2 (answers drawn from the
     # calibrated θ*), 256 queries in rounds of 32, 40 replays. A uniform design reaches a

@@ -183,7 +183,7 @@ def test_paired_difference_by_hand():
     # 95 % interval 0.25 ± 0.489991; two-sided p = 2·(1 − Φ(1)) = 0.317311.
     a = {"estimate": 0.75, "low": 0.3, "high": 1.0, "se": 0.2, "df": math.inf, "basis": DESIGN}
     b = {"estimate": 0.5, "low": 0.1, "high": 0.9, "se": 0.25, "df": math.inf, "basis": DESIGN}
-    every = (np.ones(4, bool), np.ones(4, bool))
+    every = (np.arange(4), np.arange(4), 4)  # index pairs, all four of them the floor's
     d = _difference(a, b, np.array([1.0, 0, 1, 1]), np.array([1.0, 0, 0, 1]), group=False, pairs=every)
     assert d["test"] == "paired" and d["difference"] == pytest.approx(0.25)
     assert d["low"] == pytest.approx(0.25 - 0.489991, abs=1e-6) and d["p"] == pytest.approx(0.317311, abs=1e-6)

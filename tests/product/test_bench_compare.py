@@ -33,6 +33,10 @@ def test_one_model_twice_pairs_every_draw(capsys):
     assert out["unpaired"]["tests"] == ["unpaired"]
     # Pairing never widens the variance estimate of these replays: all paired < floor only < unpaired.
     assert out["paired"]["ci_halfwidth"] < out["floor_only"]["ci_halfwidth"] < out["unpaired"]["ci_halfwidth"]
+    # The embedded KG's 11 predicates, each with a difference paired and one unpaired.
+    preds = out["predicates"]
+    assert preds["paired"]["predicates"] == preds["unpaired"]["predicates"] == 11
+    assert preds["paired"]["ci_halfwidth"] < preds["unpaired"]["ci_halfwidth"]
 
 
 @pytest.mark.parametrize("argv, message", [

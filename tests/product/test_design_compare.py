@@ -98,7 +98,9 @@ def test_compare_is_paired_and_every_interval_is_possible(two_runs):
         if row["tested"]:
             assert -1.0 <= row["low"] <= row["difference"] <= row["high"] <= 1.0
     for row in (r for r in diffs if r["scope"] == "predicate" and r["tested"]):
-        assert row["test"] == "unpaired"
+        # MOVER with the correlation of the two estimates over the paired draws.
+        assert row["test"] == "paired" and row["variance"] == (
+            "MOVER from each side's Korn-Graubard interval, with the two estimates' correlation over the paired draws")
         ea, eb = (r.estimates()["by_predicate"][row["predicate"]] for r in two_runs)
         assert row["low"] >= ea["low"] - eb["high"] - 1e-12 and row["high"] <= ea["high"] - eb["low"] + 1e-12
 
