@@ -201,6 +201,19 @@ def draw_pairs(ta, tb, ranks_a=None, ranks_b=None) -> tuple[np.ndarray, np.ndarr
     return np.concatenate(ia), np.concatenate(ib), int(fa.sum())
 
 
+def informative_pairs(za: np.ndarray, zb: np.ndarray, pairs):
+    """``pairs`` (:func:`draw_pairs`), or only its floor pairs when every pair's score
+    difference is the same (the same run twice, or a resumed copy of it): such pairs hold
+    no spread to build an interval from, so the lean draws count unpaired."""
+    if pairs is None:
+        return None
+    ia, ib, n_floor = pairs
+    d = za[ia] - zb[ib]
+    if ia.size > n_floor and d.size and np.all(d == d[0]):
+        return ia[:n_floor], ib[:n_floor], n_floor
+    return pairs
+
+
 def unpaired_reason(ta, tb) -> str:
     """Why :func:`floor_pairs` found no shared floor, in words a user can act on."""
     if ta is None or tb is None or ta.edge is None or tb.edge is None:
@@ -288,11 +301,6 @@ def _difference(est_a: dict | None, est_b: dict | None, za=None, zb=None, *, gro
 
         var, rest_a = paired_variance(ia, ib)
         lean_paired = ia.size > n_floor
-        if lean_paired and var == 0.0:
-            # Every pair scored alike (the same run twice, or a resumed copy): the pairs
-            # hold no spread to build an interval from, so the lean draws count unpaired.
-            var, rest_a = paired_variance(ia[:n_floor], ib[:n_floor])
-            lean_paired = False
         se = math.sqrt(var)
         low, high = diff - q * se, diff + q * se
         kind = "paired" if not rest_a.any() else "paired on the shared floor, unpaired on the rest"
@@ -397,6 +405,7 @@ def accuracy_differences(runs: list[Run], names: list[str], *, confidence: float
             za = zb = None
             if paired:
                 za, zb = design_scores(ta), design_scores(tb)
+                pairs = informative_pairs(za, zb, pairs)
             d = _difference(estimates[i]["kg"], estimates[j]["kg"], za, zb, group=False, pairs=pairs,
                             confidence=confidence)
             rows.append({"a": names[i], "b": names[j], "pair": [i, j], "scope": "KG", "label": "KG", **(d or {}),

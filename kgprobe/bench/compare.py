@@ -64,7 +64,8 @@ def replayed_differences(sweep_a, sweep_b, *, runs: int = 200, seed: int = 0, gr
     """
     import numpy as np
 
-    from kgprobe.compare import draw_pairs, floor_pairs, kg_difference, lean_ranks, predicate_difference
+    from kgprobe.compare import (draw_pairs, floor_pairs, informative_pairs, kg_difference, lean_ranks,
+                                 predicate_difference)
     from kgprobe.estimators import design_scores, group_estimates, kg_estimate
     from kgprobe.simulation.coverage import replay_setup, simulate_default_run
     from kgprobe.simulation.replay import sweep_graph
@@ -81,11 +82,11 @@ def replayed_differences(sweep_a, sweep_b, *, runs: int = 200, seed: int = 0, gr
         # round_rng(seed, round + 1, 3)); their active edges are the sweep's.
         ranks = [lean_ranks(t, setup["active"], lambda t_, r=r: np.random.default_rng([r, t_, 3]))
                  for t, (_, setup) in zip(tables, sides)]
-        pairs = draw_pairs(*tables, *ranks)
+        za, zb = design_scores(tables[0]), design_scores(tables[1])
+        pairs = informative_pairs(za, zb, draw_pairs(*tables, *ranks))
         floor = floor_pairs(*tables)
         shared_floor = None if floor is None else (np.flatnonzero(floor[0]), np.flatnonzero(floor[1]),
                                                    int(floor[0].sum()))
-        za, zb = design_scores(tables[0]), design_scores(tables[1])
         ga, gb = (group_estimates(t, "predicate") for t in tables)
         preds = {p: (predicate_difference(*tables, ga[p].as_dict(), gb[p].as_dict(), p, pairs=pairs),
                      predicate_difference(*tables, ga[p].as_dict(), gb[p].as_dict(), p))
