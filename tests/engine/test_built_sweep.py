@@ -74,9 +74,10 @@ BUILT_SWEEPS = [
      {"geo-us-gemma3-270m": (2, 1333), "geo-us-qwen2.5-coder-0.5b-instruct": (2, 1053),
       "geo-us-qwen2.5-coder-1.5b-instruct": (3, 1831)}),
     # of 688 x 10 = 6,880, recorded on CPU after margin-focus's estimate was settled (tuned on nothing);
-    # Gemma-3-270m's 4 passes recorded after the sampler work stopped, as a second held-out check.
+    # Gemma-3-270m's 4 passes recorded after the sampler work stopped, as a second held-out check;
+    # Qwen2.5-Coder-0.5B's 3 passes (604 of 2,064 right) as a third.
     ("geo-ten", (688, 10, 3327), [("P17", 466), ("P47", 105), ("P37", 24)], [1, 10, 10, 12, 12, 13],
-     {"geo-ten-gemma3-270m": (4, 1812)}),
+     {"geo-ten-gemma3-270m": (4, 1812), "geo-ten-qwen2.5-coder-0.5b-instruct": (3, 604)}),
 ]
 
 
@@ -104,5 +105,6 @@ def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
                      "geo-eight-qwen2.5-coder-0.5b-instruct", "geo-nine-default", "geo-nine-gemma3-270m",
                      "geo-nine-qwen2.5-coder-0.5b-instruct", "geo-us-default", "geo-us-gemma3-270m",
                      "geo-us-qwen2.5-coder-0.5b-instruct", "geo-ten-default", "geo-ten-gemma3-270m",
+                     "geo-ten-qwen2.5-coder-0.5b-instruct",
                      *(f"geo-{kg}-qwen2.5-coder-1.5b-instruct" for kg in ("skew", "four", "five", "six", "seven", "eight", "nine", "us"))}
     assert not built & set(packaged_sweeps())
