@@ -201,6 +201,14 @@ def draw_pairs(ta, tb, ranks_a=None, ranks_b=None) -> tuple[np.ndarray, np.ndarr
     return np.concatenate(ia), np.concatenate(ib), int(fa.sum())
 
 
+def floor_part(pairs):
+    """The floor pairs of ``pairs`` (:func:`draw_pairs` puts them first), or None."""
+    if pairs is None:
+        return None
+    ia, ib, n_floor = pairs
+    return ia[:n_floor], ib[:n_floor], n_floor
+
+
 def informative_pairs(za: np.ndarray, zb: np.ndarray, pairs):
     """``pairs`` (:func:`draw_pairs`), or only its floor pairs when every pair's score
     difference is the same (the same run twice, or a resumed copy of it): such pairs hold
@@ -210,7 +218,7 @@ def informative_pairs(za: np.ndarray, zb: np.ndarray, pairs):
     ia, ib, n_floor = pairs
     d = za[ia] - zb[ib]
     if ia.size > n_floor and d.size and np.all(d == d[0]):
-        return ia[:n_floor], ib[:n_floor], n_floor
+        return floor_part(pairs)
     return pairs
 
 

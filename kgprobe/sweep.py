@@ -483,6 +483,16 @@ def merge_sweeps(base: Sweep, new: Sweep, *, made_by: str) -> Sweep:
     )
 
 
+def pass_slice(sweep: Sweep, lo: int, hi: int) -> Sweep:
+    """Passes ``lo`` … ``hi − 1`` of ``sweep``: every edge's verdicts and margins from those
+    passes (``info`` as it was)."""
+    def cut(values):
+        return None if values is None else values[:, lo:hi]
+
+    return replace(sweep, passes=hi - lo, correct=cut(sweep.correct), gold_logprob=cut(sweep.gold_logprob),
+                   best_wrong_logprob=cut(sweep.best_wrong_logprob))
+
+
 def first_passes(sweep: Sweep, k: int, *, name: str = "the sweep") -> Sweep:
     """``sweep`` cut to its first ``k`` passes (every edge's first ``k`` answers).
 
@@ -501,12 +511,7 @@ def first_passes(sweep: Sweep, k: int, *, name: str = "the sweep") -> Sweep:
     if "pass_seeds" in info:
         info["pass_seeds"] = list(info["pass_seeds"])[:k]
     info["first_passes"] = {"kept": k, "recorded": sweep.passes}
-
-    def cut(values):
-        return None if values is None else values[:, :k]
-
-    return replace(sweep, passes=k, correct=cut(sweep.correct), gold_logprob=cut(sweep.gold_logprob),
-                   best_wrong_logprob=cut(sweep.best_wrong_logprob), info=info)
+    return replace(pass_slice(sweep, 0, k), info=info)
 
 
 def merge_shards(shards: list[Sweep], *, names: list[str] | None = None, passes: int | None = None) -> Sweep:

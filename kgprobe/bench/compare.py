@@ -42,17 +42,10 @@ def register(subparsers) -> None:
 
 def split_passes(sweep):
     """(first half, second half) of a sweep's passes, margins kept: one model's two sweeps."""
-    import dataclasses
+    from kgprobe.sweep import pass_slice
 
     half = sweep.passes // 2
-
-    def cut(a, lo, hi):
-        return None if a is None else a[:, lo:hi]
-
-    return tuple(dataclasses.replace(sweep, passes=hi - lo, correct=sweep.correct[:, lo:hi],
-                                     gold_logprob=cut(sweep.gold_logprob, lo, hi),
-                                     best_wrong_logprob=cut(sweep.best_wrong_logprob, lo, hi))
-                 for lo, hi in ((0, half), (half, 2 * half)))
+    return pass_slice(sweep, 0, half), pass_slice(sweep, half, 2 * half)
 
 
 def replayed_differences(sweep_a, sweep_b, *, runs: int = 200, seed: int = 0, graph=None) -> tuple[float, list[dict]]:
@@ -64,7 +57,7 @@ def replayed_differences(sweep_a, sweep_b, *, runs: int = 200, seed: int = 0, gr
     """
     import numpy as np
 
-    from kgprobe.compare import (draw_pairs, floor_pairs, informative_pairs, kg_difference, lean_ranks,
+    from kgprobe.compare import (draw_pairs, floor_part, informative_pairs, kg_difference, lean_ranks,
                                  predicate_difference)
     from kgprobe.estimators import design_scores, group_estimates, kg_estimate
     from kgprobe.simulation.coverage import replay_setup, simulate_default_run
@@ -84,16 +77,13 @@ def replayed_differences(sweep_a, sweep_b, *, runs: int = 200, seed: int = 0, gr
                  for t, (_, setup) in zip(tables, sides)]
         za, zb = design_scores(tables[0]), design_scores(tables[1])
         pairs = informative_pairs(za, zb, draw_pairs(*tables, *ranks))
-        floor = floor_pairs(*tables)
-        shared_floor = None if floor is None else (np.flatnonzero(floor[0]), np.flatnonzero(floor[1]),
-                                                   int(floor[0].sum()))
         ga, gb = (group_estimates(t, "predicate") for t in tables)
         preds = {p: (predicate_difference(*tables, ga[p].as_dict(), gb[p].as_dict(), p, pairs=pairs),
                      predicate_difference(*tables, ga[p].as_dict(), gb[p].as_dict(), p))
                  for p in sorted(ga.keys() & gb.keys())}
         rows.append({"paired": pairs is not None,
                      "all": kg_difference(ea, eb, za, zb, pairs=pairs),
-                     "floor_only": kg_difference(ea, eb, za, zb, pairs=shared_floor),
+                     "floor_only": kg_difference(ea, eb, za, zb, pairs=floor_part(pairs)),
                      "unpaired": kg_difference(ea, eb),
                      "predicates": preds})
     truths = [setup["truth"] for _, setup in sides]

@@ -95,12 +95,11 @@ def _split_halves(sweep):
     """(first half, second half) of a sweep's passes: the same model's earlier answers as a prior."""
     import dataclasses
 
+    from kgprobe.sweep import pass_slice
+
     half = sweep.passes // 2
-    first = dataclasses.replace(sweep, correct=sweep.correct[:, :half], passes=half, gold_logprob=None,
-                                best_wrong_logprob=None)
-    second = dataclasses.replace(sweep, correct=sweep.correct[:, half:], passes=sweep.passes - half,
-                                 gold_logprob=None, best_wrong_logprob=None)
-    return first, second
+    return tuple(dataclasses.replace(pass_slice(sweep, lo, hi), gold_logprob=None, best_wrong_logprob=None)
+                 for lo, hi in ((0, half), (half, sweep.passes)))
 
 
 _KEYS = ("abs_error", "within_3pt", "coverage", "ci_halfwidth", "srs_halfwidth", "design_effect")
