@@ -165,6 +165,27 @@ def packaged_sweeps() -> dict[str, Path]:
     return {p.name[: -len(SWEEP_SUFFIX)]: p for p in sorted(SWEEPS_DIR.glob("*" + SWEEP_SUFFIX))}
 
 
+def built_sweeps() -> dict[str, tuple[Path, Path]]:
+    """Name -> (sweep path, KG file) of every committed sweep of a user-built KG
+    (``kgprobe/sweeps/built/KG-MODEL.npz`` beside its ``KG.jsonl.gz``).
+
+    A built KG lives only in its file, so a replay of its sweep needs that file
+    (:func:`kgprobe.simulation.replay.sweep_graph`); a sweep belongs to the KG whose file
+    name is the longest prefix of its own, followed by ``-``.
+    """
+    built = SWEEPS_DIR / "built"
+    if not built.is_dir():
+        return {}
+    graphs = sorted((p for p in built.glob("*.jsonl.gz")), key=lambda p: -len(p.name))
+    out = {}
+    for path in sorted(built.glob("*" + SWEEP_SUFFIX)):
+        name = path.name[: -len(SWEEP_SUFFIX)]
+        kg = next((g for g in graphs if name.startswith(g.name[: -len(".jsonl.gz")] + "-")), None)
+        if kg is not None:
+            out[name] = (path, kg)
+    return out
+
+
 def load_sweep(name_or_path: str | Path) -> Sweep:
     """A committed sweep by name (``default``, ``gemma3-270m``, …) or a sweep file path."""
     text = str(name_or_path)

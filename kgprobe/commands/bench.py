@@ -5,8 +5,8 @@ Each benchmark is a module ``kgprobe.bench.NAME`` exposing ``register(subparsers
 
 from __future__ import annotations
 
-BENCHMARKS = ("sampler", "efficiency", "scoring", "methods", "build", "faults", "prior", "compare", "verifier", "throughput",
-              "scaleout")
+BENCHMARKS = ("sampler", "efficiency", "design", "scoring", "methods", "build", "faults", "prior", "compare", "verifier",
+              "throughput", "scaleout")
 
 
 def register(subparsers) -> None:

@@ -384,16 +384,20 @@ def weak_share_frontier(theta, budget: int, *, weak_share: float = FRONTIER_WEAK
             "weak_edge_share": round(b, 3)}
 
 
-def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 0, kg=None) -> dict:
+def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 0, kg=None,
+                      design: str | None = None) -> dict:
     """The keys ``kgprobe bench efficiency --truth`` adds to its JSON line (run defaults, 256 queries).
 
     ``coverage`` and ``ci_halfwidth`` (mean) of the reported KG interval; ``predicate_coverage``:
     the share of predicates whose interval held their truth in ≥ 85 % of runs, and the
     minimum coverage over predicates; ``ideal_frontier``: what a 60 % weak share costs in
     half-width in a best-case model, and the weak share it reaches at ±6 points
-    (:func:`weak_share_frontier`).
+    (:func:`weak_share_frontier`). ``design``: another design than the run default's
+    (``uniform``: what ``kgprobe run --design uniform`` gives, on the same seeds).
     """
     d = run_defaults()
+    if design is not None:
+        d["design"] = design
     out = replay_coverage(sweep, sampler=d["sampler"], design_fraction=d["design_fraction"], batch=d["batch"],
                           propagation_weight=d["propagation_weight"], budget=budget, runs=runs, seed=seed, kg=kg,
                           tilt=d["design_tilt"], design=d["design"])

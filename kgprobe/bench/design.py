@@ -1,0 +1,171 @@
+"""``kgprobe bench design``: the run-default design on every committed sweep, against the uniform one.
+
+A run's promises, hunt blind spots and give an interval to trust, have to hold on every
+graph and model, not on the one a setting was chosen on. This benchmark replays each
+committed sweep (the embedded KG's and those of user-built KGs in ``kgprobe/sweeps/built``)
+with at least ``--min-edges`` edges as ``--runs`` runs at the run defaults, 256 queries
+(:func:`kgprobe.simulation.coverage.efficiency_fields`), and on the same seeds as runs with
+``--design uniform`` (the baseline, a simple random sample). Per sweep: the KG interval's
+``coverage`` and mean ``ci_halfwidth``, ``srs_halfwidth`` (simple random sampling at that
+accuracy), ``weak_share`` (probes on edges the model gets wrong more often than not), the
+least covered predicate's coverage (a predicate without an interval counts as a miss), the
+weak edges' own share and the weak share the best-case model reaches at ±6 points
+(``ideal_frontier``); then the least coverage, the widest interval and how many sweeps
+meet each bar of docs/design.md. ``--truth`` replays other sweeps (a committed built KG's
+sweep by its name or path finds its own KG; any other built KG's sweep needs ``--graph``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+#: The bars of the adaptive design (docs/design.md), at run defaults and 256 queries.
+BARS = {"coverage": 0.93, "ci_halfwidth": 0.06, "weak_share": 0.60}
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("design", help="the run-default design on every committed sweep vs uniform")
+    parser.add_argument("--truth", nargs="+", default=None, metavar="SWEEP",
+                        help="sweeps to replay (names or paths; default: every committed sweep, built KGs' too)")
+    parser.add_argument("--graph", default=None, metavar="KG",
+                        help="the KG of --truth sweeps that are not committed (default: each sweep's own)")
+    parser.add_argument("--runs", type=int, default=200, help="replayed runs per sweep and design (default 200)")
+    parser.add_argument("--seed", type=int, default=0, help="replay seed")
+    parser.add_argument("--min-edges", type=int, default=100,
+                        help="skip sweeps with fewer edges (default 100, the bars' own limit)")
+    parser.add_argument("--baseline", default="uniform", choices=("uniform", "stratified", "none"),
+                        help="the design replayed beside the default on the same seeds (default uniform)")
+    parser.set_defaults(func=handle)
+
+
+def committed_sweeps() -> list[tuple[str, object, object]]:
+    """(name, sweep path or name, KG file or None) of every committed sweep: the embedded
+    KG's first, then the built KGs'."""
+    from kgprobe.sweep import built_sweeps, packaged_sweeps
+
+    return ([(name, name, None) for name in packaged_sweeps()]
+            + [(name, path, kg) for name, (path, kg) in built_sweeps().items()])
+
+
+def _item(truth: str, graph) -> tuple[str, object, object]:
+    """(name, sweep, KG) of a ``--truth`` sweep; a committed built KG's sweep brings its own KG file."""
+    from pathlib import Path
+
+    from kgprobe.sweep import built_sweeps
+
+    if graph is None:
+        for name, (path, kg) in built_sweeps().items():
+            if truth == name or (Path(truth).is_file() and Path(truth).resolve() == path.resolve()):
+                return name, path, kg
+    return truth, truth, graph
+
+
+def sweep_row(sweep, kg, *, runs: int, seed: int, baseline: str | None) -> dict:
+    """One sweep's figures at run defaults and, on the same seeds, with the ``baseline`` design."""
+    from kgprobe.simulation.coverage import efficiency_fields
+
+    def fields(design):
+        f = efficiency_fields(sweep, kg=kg, runs=runs, seed=seed, design=design)
+        return {k: f[k] for k in ("coverage", "ci_halfwidth", "srs_halfwidth", "design_effect", "weak_share")} | {
+            "predicate_coverage_min": f["predicate_coverage"]["min"], "frontier": f["ideal_frontier"]}
+
+    run = fields(None)
+    frontier = run.pop("frontier")
+    row = {"edges": sweep.num_edges, "passes": sweep.passes, "accuracy": round(sweep.accuracy(), 4),
+           "weak_edge_share": frontier["weak_edge_share"],
+           "weak_share_reachable": frontier["weak_share_reachable"], "run_defaults": run}
+    if baseline is not None:
+        base = fields(baseline)
+        base.pop("frontier")
+        row[baseline] = base
+    return row
+
+
+def summarize(rows: dict[str, dict], baseline: str | None) -> dict:
+    """Least coverage, widest interval, weak shares and bar counts over the sweeps' rows."""
+    runs = {name: row["run_defaults"] for name, row in rows.items()}
+    if not runs:
+        return {"sweeps": 0}
+
+    def worst(key, pick):
+        name = pick(runs, key=lambda n: runs[n][key])
+        return {"value": runs[name][key], "sweep": name}
+
+    out = {
+        "sweeps": len(runs),
+        "coverage_min": worst("coverage", min),
+        "ci_halfwidth_max": worst("ci_halfwidth", max),
+        # The least covered predicate's coverage, on the sweep where it is least.
+        "predicate_coverage_min": worst("predicate_coverage_min", min),
+        "weak_share_min": worst("weak_share", min),
+        "weak_share_mean": round(sum(r["weak_share"] for r in runs.values()) / len(runs), 3),
+        # Above the weak edges' own share: what a uniform design would put on them.
+        "weak_share_above_base_rate": sum(r["weak_share"] > rows[n]["weak_edge_share"] for n, r in runs.items()),
+        # Where even the best-case model cannot reach the weak-share bar at ±6 points.
+        "frontier_below_bar": sum((rows[n]["weak_share_reachable"] or 0.0) < BARS["weak_share"] for n in runs),
+        "met": {"coverage": sum(r["coverage"] >= BARS["coverage"] for r in runs.values()),
+                "ci_halfwidth": sum(r["ci_halfwidth"] <= BARS["ci_halfwidth"] for r in runs.values()),
+                "weak_share": sum(r["weak_share"] >= BARS["weak_share"] for r in runs.values())},
+        "bars": BARS,
+    }
+    if baseline is not None:
+        base = {n: rows[n][baseline] for n in runs}
+        out[baseline] = {
+            "coverage_min": min(b["coverage"] for b in base.values()),
+            "ci_halfwidth_max": max(b["ci_halfwidth"] for b in base.values()),
+            "predicate_coverage_min": min(b["predicate_coverage_min"] for b in base.values()),
+            "weak_share_mean": round(sum(b["weak_share"] for b in base.values()) / len(base), 3),
+        }
+        # What the adaptive default bought against the baseline on the same seeds, sweep by sweep.
+        out["weak_share_gain_mean"] = round(sum(runs[n]["weak_share"] - base[n]["weak_share"] for n in runs)
+                                            / len(runs), 3)
+        out["narrower_than_" + baseline] = sum(runs[n]["ci_halfwidth"] < base[n]["ci_halfwidth"] for n in runs)
+    return out
+
+
+def handle(args) -> int:
+    from kgprobe.errors import InputError
+    from kgprobe.simulation.replay import sweep_graph
+    from kgprobe.sweep import load_sweep
+
+    t0 = time.perf_counter()
+    if args.runs < 1:
+        raise InputError("--runs must be at least 1")
+    if args.min_edges < 2:
+        raise InputError("--min-edges must be at least 2 (a replay needs two edges)")
+    baseline = None if args.baseline == "none" else args.baseline
+    items = [_item(t, args.graph) for t in args.truth] if args.truth else committed_sweeps()
+    # Loaded (and matched to their KGs) before the first replay, so bad input fails at once.
+    loaded = []
+    for name, source, graph in items:
+        sweep = load_sweep(source)
+        try:
+            kg, sweep = sweep_graph(sweep, graph)
+        except InputError as exc:
+            raise InputError(f"{name}: {exc}") from None
+        loaded.append((name, sweep, kg))
+    rows, skipped = {}, []
+    for i, (name, sweep, kg) in enumerate(loaded, 1):
+        if sweep.num_edges < args.min_edges:
+            skipped.append(name)
+            continue
+        row = sweep_row(sweep, kg, runs=args.runs, seed=args.seed, baseline=baseline)
+        rows[name] = row
+        r = row["run_defaults"]
+        se = math.sqrt(r["coverage"] * (1 - r["coverage"]) / args.runs)
+        line = (f"[{i}/{len(loaded)}] {name} ({row['edges']} edges): coverage {r['coverage']:.3f} (se {se:.3f}), "
+                f"±{r['ci_halfwidth']:.4f} (SRS {r['srs_halfwidth']:.4f}), weak share {r['weak_share']:.3f} "
+                f"(weak edges {row['weak_edge_share']:.3f}, frontier {row['weak_share_reachable']})")
+        if baseline is not None:
+            b = row[baseline]
+            line += f"; {baseline}: {b['coverage']:.3f}, ±{b['ci_halfwidth']:.4f}, weak share {b['weak_share']:.3f}"
+        print(line, flush=True)
+    if not rows:
+        raise InputError(f"no sweep has at least {args.min_edges} edges (--min-edges); skipped: {', '.join(skipped)}")
+    out = {"bench": "design", "runs": args.runs, "seed": args.seed, "budget": 256, "baseline": baseline,
+           "summary": summarize(rows, baseline), "skipped": skipped, "sweeps": rows,
+           "seconds": round(time.perf_counter() - t0, 1)}
+    print(json.dumps(out))
+    return 0

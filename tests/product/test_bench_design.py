@@ -1,0 +1,109 @@
+"""``kgprobe bench design``: the run-default design on every committed sweep, and its bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import kgprobe.sweep
+from kgprobe.bench.design import committed_sweeps, summarize
+from kgprobe.cli import main
+from kgprobe.simulation.coverage import efficiency_fields
+from kgprobe.sweep import built_sweeps, load_sweep
+
+
+def test_every_built_sweep_is_matched_to_its_own_kg_file():
+    built = built_sweeps()
+    # The 30 committed sweeps of built KGs (tests/engine/test_built_sweep.py lists them).
+    assert len(built) == 30
+    path, kg = built["geo-ten-default"]
+    assert (path.name, kg.name) == ("geo-ten-default.npz", "geo-ten.jsonl.gz")
+    assert built["geo-skew-qwen2.5-coder-1.5b-instruct"][1].name == "geo-skew.jsonl.gz"
+    names = [name for name, _, _ in committed_sweeps()]
+    assert names[:4] == ["default", "gemma3-270m", "qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"]
+    assert len(names) == 34
+
+
+def test_a_sweep_belongs_to_the_longest_kg_name_it_starts_with(tmp_path, monkeypatch):
+    built = tmp_path / "built"
+    built.mkdir()
+    for name in ("geo-a.jsonl.gz", "geo-a-b.jsonl.gz", "geo-a-b-m.npz", "geo-a-m.npz", "orphan-m.npz"):
+        (built / name).write_bytes(b"")
+    monkeypatch.setattr(kgprobe.sweep, "SWEEPS_DIR", tmp_path)
+    found = {name: kg.name for name, (_, kg) in built_sweeps().items()}
+    # geo-a-b-m starts with both geo-a- and geo-a-b-: the longer KG name wins; orphan has no KG.
+    assert found == {"geo-a-b-m": "geo-a-b.jsonl.gz", "geo-a-m": "geo-a.jsonl.gz"}
+
+
+def _row(coverage, half, weak, pred, weak_edges, reachable, base_half, base_weak, base_pred):
+    return {"weak_edge_share": weak_edges, "weak_share_reachable": reachable,
+            "run_defaults": {"coverage": coverage, "ci_halfwidth": half, "weak_share": weak,
+                             "predicate_coverage_min": pred},
+            "uniform": {"coverage": 0.95, "ci_halfwidth": base_half, "weak_share": base_weak,
+                        "predicate_coverage_min": base_pred}}
+
+
+def test_summary_counts_each_bar_by_hand():
+    rows = {"a": _row(0.96, 0.055, 0.62, 0.95, 0.50, 0.70, 0.054, 0.50, 0.90),
+            "b": _row(0.92, 0.061, 0.40, 0.97, 0.30, 0.45, 0.062, 0.30, 0.05),
+            "c": _row(0.94, 0.050, 0.20, 0.94, 0.25, None, 0.049, 0.26, 0.96)}
+    out = summarize(rows, "uniform")
+    assert out["coverage_min"] == {"value": 0.92, "sweep": "b"}
+    assert out["ci_halfwidth_max"] == {"value": 0.061, "sweep": "b"}
+    assert out["weak_share_min"] == {"value": 0.20, "sweep": "c"}
+    assert out["predicate_coverage_min"] == {"value": 0.94, "sweep": "c"}
+    assert out["weak_share_mean"] == pytest.approx(0.407)  # (0.62 + 0.40 + 0.20) / 3
+    assert out["weak_share_above_base_rate"] == 2  # a and b; c's 0.20 is below its 0.25
+    assert out["frontier_below_bar"] == 2  # b at 0.45 and c with none reachable
+    assert out["met"] == {"coverage": 2, "ci_halfwidth": 2, "weak_share": 1}
+    # (0.12 + 0.10 − 0.06) / 3 over the baseline on the same seeds; narrower on b only.
+    assert out["weak_share_gain_mean"] == pytest.approx(0.053)
+    assert out["narrower_than_uniform"] == 1
+    assert out["uniform"] == {"coverage_min": 0.95, "ci_halfwidth_max": 0.062, "predicate_coverage_min": 0.05,
+                              "weak_share_mean": 0.353}
+
+
+def test_the_rows_are_the_coverage_study_at_run_defaults_and_uniform(capsys):
+    assert main(["bench", "design", "--truth", "default", "--runs", "3"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("[1/1] default (500 edges): coverage ")
+    out = json.loads(lines[-1])
+    row = out["sweeps"]["default"]
+    # 229 of the 500 edges are answered wrong in more than 10 of their 20 passes (counted from the file).
+    assert (row["edges"], row["passes"], row["weak_edge_share"]) == (500, 20, 0.458)
+    sweep = load_sweep("default")
+    for key, design in (("run_defaults", None), ("uniform", "uniform")):
+        f = efficiency_fields(sweep, runs=3, design=design)
+        assert row[key]["coverage"] == f["coverage"] and row[key]["ci_halfwidth"] == f["ci_halfwidth"]
+        assert row[key]["weak_share"] == f["weak_share"]
+    assert out["summary"]["sweeps"] == 1 and out["baseline"] == "uniform"
+
+
+def test_a_committed_built_sweep_finds_its_kg_by_name_or_path(capsys):
+    path, _ = built_sweeps()["geo-skew-default"]
+    for truth in ("geo-skew-default", str(path)):
+        assert main(["bench", "design", "--truth", truth, "--runs", "2", "--baseline", "none"]) == 0
+        out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        # geo-skew: 311 edges x 4 passes (tests/engine/test_built_sweep.py).
+        assert (out["sweeps"]["geo-skew-default"]["edges"], out["sweeps"]["geo-skew-default"]["passes"]) == (311, 4)
+        assert "uniform" not in out["sweeps"]["geo-skew-default"] and out["baseline"] is None
+
+
+def test_a_built_sweep_elsewhere_needs_its_graph(tmp_path, capsys):
+    copy = tmp_path / "mine.npz"
+    copy.write_bytes(built_sweeps()["geo-ten-default"][0].read_bytes())
+    assert main(["bench", "design", "--truth", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert "pass --graph geo-ten.jsonl" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--truth", "default", "--min-edges", "600"], "no sweep has at least 600 edges"),
+    (["--runs", "0"], "--runs must be at least 1"),
+    (["--truth", "no-such-sweep"], "no sweep 'no-such-sweep'"),
+])
+def test_bad_input_is_a_clear_error(argv, message, capsys):
+    assert main(["bench", "design", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
