@@ -81,6 +81,7 @@ def probe(
     prior_design: float = DEFAULT,
     device: str = DEFAULT,
     design: str = DEFAULT,
+    lean_target: float | None = DEFAULT,
     design_fraction: float | None = DEFAULT,
     workers: int | None = DEFAULT,
     ray_address: str | None = DEFAULT,
@@ -125,7 +126,8 @@ def probe(
                               sampler=sampler, seed=seed, convergence=convergence,
                               propagation_weight=propagation_weight, probe_options=probe_options,
                               sampler_options=sampler_options, design_fraction=design_fraction,
-                              design_tilt=design_tilt, prior_design=prior_design, design=design, device=device,
+                              design_tilt=design_tilt, prior_design=prior_design, design=design,
+                              lean_target=lean_target, device=device,
                               workers=workers, ray_address=ray_address)
     model_options = dict(model_options or {})
     device_given = device is not DEFAULT or "device" in model_options

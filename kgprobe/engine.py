@@ -87,6 +87,7 @@ class EngineConfig:
     design_tilt: float = run_spec.default("design_tilt")
     prior_design: float = run_spec.default("prior_design")
     design: str = run_spec.default("design")
+    lean_target: float | None = run_spec.default("lean_target")
     design_pacing: str = "capped"
     """How the design's stratum minimums are set and paced (kgprobe.sampling.design.PACINGS;
     not a run setting): recorded so that a run file keeps the rule it was played with."""
@@ -378,7 +379,8 @@ class Engine:
         if config.design != "uniform" and config.sampler not in UNTILTED_SAMPLERS:
             engine.design_plan = DesignPlan(config.design, engine._labels["predicate"][0],
                                             engine._labels["group"][0], kg.active, base=engine.design_base,
-                                            pacing=config.design_pacing, draws=config.design_draws(sampler))
+                                            pacing=config.design_pacing, draws=config.design_draws(sampler),
+                                            lean_target=config.lean_target)
         engine._restore()
         return engine
 

@@ -182,6 +182,15 @@ SETTINGS: tuple[Setting, ...] = (
             choices=("uniform", "stratified", "adaptive"), engine=True,
             api_doc="How design probes are drawn (:mod:`kgprobe.sampling.design`): ``\"adaptive\"`` (default), "
                     "``\"stratified\"`` or ``\"uniform\"``; see docs/design.md."),
+    # Off by default: where a model is strong the hunt widens the interval towards the
+    # target (docs/design.md, "Hunting within a half-width target").
+    Setting("lean_target", None, "float",
+            "with the adaptive design: spend the KG interval's room up to this projected half-width "
+            "(e.g. 0.055) on drawing edges predicted wrong; default: off", low=0, low_open=True, high=1,
+            optional=True, metavar="HALF_WIDTH", engine=True,
+            api_doc="With the adaptive design: a projected KG half-width (e.g. ``0.055``) up to which each "
+                    "round's lean mixes in the chance of a wrong answer squared, hunting harder where a model "
+                    "is strong (:func:`kgprobe.sampling.design.hunting_weights`); ``None`` (default): off."),
     # Run files or recorded sweeps of other models on the same KG (kgprobe.prior).
     Setting("prior", [], "list[str]",
             "run files or recorded sweeps of other models on the same KG: an item-response model of edge "

@@ -5,7 +5,8 @@ graph and model, not on the one a setting was chosen on. This benchmark replays 
 committed sweep (the embedded KG's and those of user-built KGs in ``kgprobe/sweeps/built``)
 with at least ``--min-edges`` edges as ``--runs`` runs at the run defaults, 256 queries
 (:func:`kgprobe.simulation.coverage.efficiency_fields`), and on the same seeds as runs with
-``--design uniform`` (the baseline, a simple random sample). Per sweep: the KG interval's
+``--design uniform`` (the baseline, a simple random sample); ``--lean-target`` replays the
+default runs with that setting. Per sweep: the KG interval's
 ``coverage`` and mean ``ci_halfwidth``, ``srs_halfwidth`` (simple random sampling at that
 accuracy), ``weak_share`` (probes on edges the model gets wrong more often than not), the
 least covered predicate's coverage (a predicate without an interval counts as a miss), the
@@ -35,6 +36,8 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0, help="replay seed")
     parser.add_argument("--min-edges", type=int, default=100,
                         help="skip sweeps with fewer edges (default 100, the bars' own limit)")
+    parser.add_argument("--lean-target", type=float, default=None, metavar="HALF_WIDTH",
+                        help="replay the default runs with this --lean-target (default: off, as a default run)")
     parser.add_argument("--baseline", default="uniform", choices=("uniform", "stratified", "none"),
                         help="the design replayed beside the default on the same seeds (default uniform)")
     parser.set_defaults(func=handle)
@@ -62,12 +65,14 @@ def _item(truth: str, graph) -> tuple[str, object, object]:
     return truth, truth, graph
 
 
-def sweep_row(sweep, kg, *, runs: int, seed: int, baseline: str | None) -> dict:
-    """One sweep's figures at run defaults and, on the same seeds, with the ``baseline`` design."""
+def sweep_row(sweep, kg, *, runs: int, seed: int, baseline: str | None, lean_target: float | None = None) -> dict:
+    """One sweep's figures at run defaults (with ``lean_target``, if given) and, on the same
+    seeds, with the ``baseline`` design."""
     from kgprobe.simulation.coverage import efficiency_fields
 
     def fields(design):
-        f = efficiency_fields(sweep, kg=kg, runs=runs, seed=seed, design=design)
+        f = efficiency_fields(sweep, kg=kg, runs=runs, seed=seed, design=design,
+                              lean_target=lean_target if design is None else None)
         return {k: f[k] for k in ("coverage", "ci_halfwidth", "srs_halfwidth", "design_effect", "weak_share")} | {
             "predicate_coverage_min": f["predicate_coverage"]["min"], "frontier": f["ideal_frontier"]}
 
@@ -133,6 +138,8 @@ def handle(args) -> int:
     t0 = time.perf_counter()
     if args.runs < 1:
         raise InputError("--runs must be at least 1")
+    if args.lean_target is not None and not 0 < args.lean_target <= 1:
+        raise InputError(f"--lean-target must be a half-width in (0, 1], got {args.lean_target:g}")
     if args.min_edges < 2:
         raise InputError("--min-edges must be at least 2 (a replay needs two edges)")
     baseline = None if args.baseline == "none" else args.baseline
@@ -151,7 +158,7 @@ def handle(args) -> int:
         if sweep.num_edges < args.min_edges:
             skipped.append(name)
             continue
-        row = sweep_row(sweep, kg, runs=args.runs, seed=args.seed, baseline=baseline)
+        row = sweep_row(sweep, kg, runs=args.runs, seed=args.seed, baseline=baseline, lean_target=args.lean_target)
         rows[name] = row
         r = row["run_defaults"]
         se = math.sqrt(r["coverage"] * (1 - r["coverage"]) / args.runs)
@@ -165,6 +172,7 @@ def handle(args) -> int:
     if not rows:
         raise InputError(f"no sweep has at least {args.min_edges} edges (--min-edges); skipped: {', '.join(skipped)}")
     out = {"bench": "design", "runs": args.runs, "seed": args.seed, "budget": 256, "baseline": baseline,
+           "lean_target": args.lean_target,
            "summary": summarize(rows, baseline), "skipped": skipped, "sweeps": rows,
            "seconds": round(time.perf_counter() - t0, 1)}
     print(json.dumps(out))

@@ -79,6 +79,11 @@ LEAN = 0.9
 #: (:func:`lean_scores`); 0.5 kept the weak-probe share of κ = 1 on the committed sweeps
 #: with narrower intervals (docs/design.md).
 ERROR_LEAN = 0.5
+#: With a lean target (``--lean-target``): the exponent of the hunting score ``(1 − ŷ)^a``
+#: mixed into the lean, and the steps of the mixture tried each round (docs/design.md,
+#: "Hunting within a half-width target").
+HUNT_POWER = 2.0
+HUNT_STEPS = 8
 #: Part codes of the store's design column.
 SAMPLER, FLOOR, LEAN_PART = 0, 1, 2
 
@@ -99,6 +104,53 @@ def lean_scores(predicted_right: np.ndarray, error_lean: float = ERROR_LEAN) -> 
     """
     p = np.clip(np.asarray(predicted_right, dtype=np.float64), 0.0, 1.0)
     return np.sqrt(p * (1.0 - p)) + error_lean * (1.0 - p)
+
+
+def projected_halfwidth(weights: np.ndarray, variance: np.ndarray, floor_share: float, draws: float) -> float:
+    """The KG half-width of a run whose every round drew its lean by ``weights``.
+
+    ``weights``: the lean's draw probabilities over its candidates (summing to 1);
+    ``variance``: each candidate's predicted outcome variance ŷ(1 − ŷ). One lean draw's
+    inverse-probability score then has variance ``Σ v_j / (n² w_j)`` over the ``n``
+    candidates (with replacement), a floor draw's the mean ``v̄``; the KG estimate mixes
+    the parts by their draws, so ``draws`` design draws give ``1.96·sqrt((f·v̄ + (1 − f)·Σ v_j /
+    (n² w_j)) / draws)``. It leaves out the predictions' own errors and the stratum
+    minimums, so it runs narrower than a run's interval (docs/design.md).
+    """
+    n = weights.size
+    lean = float(np.sum(variance / (n * n * weights)))
+    return 1.959964 * math.sqrt((floor_share * float(variance.mean()) + (1.0 - floor_share) * lean) / draws)
+
+
+def hunting_weights(predicted_right: np.ndarray, scores: np.ndarray, lean: float, floor_share: float,
+                    draws: float, target: float) -> tuple[np.ndarray, float]:
+    """The lean's draw weights over its candidates, hunting as hard as ``target`` allows.
+
+    ``scores``: the candidates' :func:`lean_scores`. Mixes the hunting score ``(1 − ŷ)^a``
+    (:data:`HUNT_POWER`) into them in :data:`HUNT_STEPS` steps and keeps the largest share
+    ``c`` whose :func:`projected_halfwidth` is at most ``target`` (0 when none is: today's
+    lean). The weights keep the uniform share ``1 − lean``; the stratum minimums are laid
+    on them afterwards (:meth:`DesignPlan.lean_probabilities`), so a small predicate the
+    model knows keeps its draws. Depends on the predictions before the round only, so the
+    round's probabilities stay known and fixed in advance. Returns (weights, c).
+    """
+    p = np.clip(np.asarray(predicted_right, dtype=np.float64), 0.0, 1.0)
+    n = p.size
+    uniform = np.full(n, 1.0 / n)
+    base = scores / scores.sum()
+    weights = (1.0 - lean) * uniform + lean * base
+    hunt = (1.0 - p) ** HUNT_POWER
+    if hunt.sum() <= 0:
+        return weights, 0.0
+    hunt = hunt / hunt.sum()
+    variance = np.maximum(p * (1.0 - p), 1e-4)  # an edge predicted sure still has some
+    share = 0.0
+    for c in np.linspace(0.0, 1.0, HUNT_STEPS + 1)[1:]:
+        w = (1.0 - lean) * uniform + lean * ((1.0 - c) * base + c * hunt)
+        if projected_halfwidth(w, variance, floor_share, draws) > target:
+            break
+        weights, share = w, float(c)
+    return weights, share
 
 
 def rounds_to_come(queries_left: int | None, batch: int, round_limit_left: int | None = None) -> int | None:
@@ -340,7 +392,8 @@ class DesignPlan:
 
     def __init__(self, design: str, predicate: np.ndarray, group: np.ndarray, active: np.ndarray, *,
                  floor_share: float = FLOOR_SHARE, lean: float = LEAN, min_draws: float = MIN_STRATUM_DRAWS,
-                 base: np.ndarray | None = None, pacing: str = "capped", draws: float | None = None):
+                 base: np.ndarray | None = None, pacing: str = "capped", draws: float | None = None,
+                 lean_target: float | None = None):
         self.design = check_design(design)
         if pacing not in PACINGS:
             raise ValueError(f"unknown pacing of stratum minimums {pacing!r}; one of {PACINGS}")
@@ -357,6 +410,11 @@ class DesignPlan:
         if pacing == "capped":
             self.min_draws = run_minimum(list(self._sizes.values()), int(self.active.sum()), draws,
                                          target=self.min_draws)
+        #: The run's design draws and the half-width the lean may spend on hunting
+        #: (:func:`hunting_weights`; None: today's lean, as without a target).
+        self.draws, self.lean_target = draws, lean_target
+        #: The hunting share of each round's lean so far (for reports and replays).
+        self.hunt_shares: list[float] = []
         self.counts = {kind: np.zeros(s.size, dtype=np.float64) for kind, s in self._sizes.items()}
         self.lean_counts = {kind: np.zeros(s.size, dtype=np.float64) for kind, s in self._sizes.items()}
 
@@ -394,7 +452,12 @@ class DesignPlan:
         w = np.where(avail, 1.0 / max(n, 1), 0.0)
         if predicted_right is not None and self.lean > 0:
             s = np.where(avail, lean_scores(predicted_right), 0.0)
-            if s.sum() > 0:
+            if s.sum() > 0 and self.lean_target is not None and self.draws:
+                w = np.zeros_like(w)
+                w[avail], hunt = hunting_weights(np.asarray(predicted_right)[avail], s[avail], self.lean,
+                                                  self.floor_share, self.draws, self.lean_target)
+                self.hunt_shares.append(hunt)
+            elif s.sum() > 0:
                 w = (1.0 - self.lean) * w + self.lean * s / s.sum()
         sizes = {kind: np.bincount(lab[avail], minlength=self._sizes[kind].size) for kind, lab in self._labels}
         strata = self._minimums(self.lean_counts, sizes, rounds_left, k, share)

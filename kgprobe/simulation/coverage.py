@@ -99,7 +99,7 @@ def replay_setup(sweep, kg=None) -> dict[str, Any]:
 def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, budget: int, batch: int,
                  seed: int, propagation_weight: float = 1.0, item_prior=None, tilt: float = 0.0,
                  prior_design: float = 0.0, design: str = "uniform", oracle=None,
-                 convergence: tuple[int, float] | None = None) -> ProbeTable:
+                 convergence: tuple[int, float] | None = None, lean_target: float | None = None) -> ProbeTable:
     """One replayed run; the :class:`ProbeTable` the engine would have recorded.
 
     ``convergence``: ``(window, tolerance)`` to stop as a run with ``stop_on_convergence``
@@ -109,6 +109,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     ``design``: how design probes are drawn (:mod:`kgprobe.sampling.design`); the floor
     and lean parts use generators of their own, seeded by ``seed`` and the round as the
     engine's are, so replays of two sweeps with the same seed share the floor draws.
+    ``lean_target``: the run's ``--lean-target`` (:func:`kgprobe.sampling.design.hunting_weights`).
     """
     from kgprobe.kg.parameterized import ParameterizedKG
     from kgprobe.sampling import make_sampler
@@ -125,7 +126,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     plan = None
     if design != "uniform" and sampler not in UNTILTED_SAMPLERS:
         plan = DesignPlan(design, setup["labels"]["predicate"][0], setup["labels"]["group"][0], setup["active"],
-                          base=base, draws=run_design_draws(budget, smp))
+                          base=base, draws=run_design_draws(budget, smp), lean_target=lean_target)
     oracle = make_oracle(sweep, seed) if oracle is None else oracle
     rng = np.random.default_rng([seed, 5])
     cols: dict[str, list] = {k: [] for k in ("correct", "design", "predicted", "inclusion", "round", "edge",
@@ -204,6 +205,7 @@ def replay_coverage(
     tilt: float = 0.0,
     prior_design: float = 0.0,
     design: str = "uniform",
+    lean_target: float | None = None,
 ) -> dict:
     """Coverage and half-width of the accuracy intervals over ``runs`` replayed runs.
 
@@ -232,7 +234,7 @@ def replay_coverage(
     for r in range(runs):
         table = simulate_run(setup, sweep, sampler=sampler, sampler_options=opts, budget=budget, batch=batch,
                              seed=seed * 100_003 + r, propagation_weight=propagation_weight, item_prior=item_prior,
-                             tilt=tilt, prior_design=prior_design, design=design)
+                             tilt=tilt, prior_design=prior_design, design=design, lean_target=lean_target)
         est = kg_estimate(table, confidence=confidence)
         model_based.append(table.final_mean)
         if table.prior_weight is not None:
@@ -320,7 +322,8 @@ def simulate_default_run(setup: dict, sweep, *, seed: int, budget: int = 256, **
     d = run_defaults()
     return simulate_run(setup, sweep, sampler=d["sampler"], sampler_options={"design_fraction": d["design_fraction"]},
                         budget=budget, batch=d["batch"], seed=seed, propagation_weight=d["propagation_weight"],
-                        tilt=d["design_tilt"], prior_design=d["prior_design"], design=d["design"], **options)
+                        tilt=d["design_tilt"], prior_design=d["prior_design"], design=d["design"],
+                        lean_target=d["lean_target"], **options)
 
 
 def run_defaults() -> dict:
@@ -330,7 +333,7 @@ def run_defaults() -> dict:
     return {"sampler": DEFAULTS["sampler"], "batch": DEFAULTS["batch_size"],
             "design_fraction": DEFAULTS["design_fraction"], "propagation_weight": DEFAULTS["propagation_weight"],
             "design_tilt": DEFAULTS.get("design_tilt", 0.0), "prior_design": DEFAULTS.get("prior_design", 0.0),
-            "design": DEFAULTS.get("design", "uniform")}
+            "design": DEFAULTS.get("design", "uniform"), "lean_target": DEFAULTS.get("lean_target")}
 
 
 #: The bars the ideal frontier of :func:`weak_share_frontier` is reported at.
@@ -385,7 +388,7 @@ def weak_share_frontier(theta, budget: int, *, weak_share: float = FRONTIER_WEAK
 
 
 def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 0, kg=None,
-                      design: str | None = None) -> dict:
+                      design: str | None = None, lean_target: float | None = None) -> dict:
     """The keys ``kgprobe bench efficiency --truth`` adds to its JSON line (run defaults, 256 queries).
 
     ``coverage`` and ``ci_halfwidth`` (mean) of the reported KG interval; ``predicate_coverage``:
@@ -393,14 +396,17 @@ def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 
     minimum coverage over predicates; ``ideal_frontier``: what a 60 % weak share costs in
     half-width in a best-case model, and the weak share it reaches at ±6 points
     (:func:`weak_share_frontier`). ``design``: another design than the run default's
-    (``uniform``: what ``kgprobe run --design uniform`` gives, on the same seeds).
+    (``uniform``: what ``kgprobe run --design uniform`` gives, on the same seeds);
+    ``lean_target``: a run's ``--lean-target`` instead of the default's.
     """
     d = run_defaults()
     if design is not None:
         d["design"] = design
+    if lean_target is not None:
+        d["lean_target"] = lean_target
     out = replay_coverage(sweep, sampler=d["sampler"], design_fraction=d["design_fraction"], batch=d["batch"],
                           propagation_weight=d["propagation_weight"], budget=budget, runs=runs, seed=seed, kg=kg,
-                          tilt=d["design_tilt"], design=d["design"])
+                          tilt=d["design_tilt"], design=d["design"], lean_target=d["lean_target"])
     kg_est = out["ht-difference"]
     pc = out["predicate_coverage"]
     gc = out["group_coverage"]

@@ -11,6 +11,9 @@ import pytest
 from kgprobe.compare import _difference
 from kgprobe.estimators import DESIGN, TOO_FEW, design_estimate, hajek_estimate, probe_weights
 from kgprobe.sampling.design import (
+    hunting_weights,
+    lean_scores,
+    projected_halfwidth,
     FLOOR,
     LEAN_PART,
     DesignPlan,
@@ -302,3 +305,63 @@ def test_weak_share_frontier_by_hand():
     # weak share reaches ±6 points.
     out = weak_share_frontier(np.array([0.5, 0.5, 0.0, 1.0]), 4, weak_share=0.25)
     assert out["ci_halfwidth_needed"] == 0.3465 and out["weak_share_reachable"] is None
+
+
+def test_projected_halfwidth_by_hand():
+    # Uniform lean over four edges at v = ¼ each: a lean draw's score variance is
+    # 4 · ¼ / (16 · ¼) = ¼, the floor's ¼ too; 100 draws: 1.96 · sqrt(¼ / 100) = 0.0979982.
+    assert projected_halfwidth(np.full(4, 0.25), np.full(4, 0.25), 0.35, 100) == pytest.approx(0.0979982, abs=1e-7)
+    # w = (0.4, 0.3, 0.2, 0.1), v = (0.25, 0.21, 0.16, 0.09): the lean's
+    # (0.625 + 0.7 + 0.8 + 0.9) / 16 = 0.1890625, the floor's v̄ = 0.1775;
+    # (0.35 · 0.1775 + 0.65 · 0.1890625) / 100 = 0.00185015625 -> 1.959964 · 0.0430134 = 0.0843048.
+    w, v = np.array([0.4, 0.3, 0.2, 0.1]), np.array([0.25, 0.21, 0.16, 0.09])
+    assert projected_halfwidth(w, v, 0.35, 100) == pytest.approx(0.0843048, abs=1e-7)
+
+
+def test_hunting_weights_spend_the_target_on_edges_predicted_wrong():
+    p = np.array([0.9, 0.5, 0.1, 0.5])
+    scores = lean_scores(p)
+    today = 0.1 * 0.25 + 0.9 * scores / scores.sum()
+    # No room (a target below even today's projection): today's lean, share 0.
+    w, share = hunting_weights(p, scores, 0.9, 0.35, 100, target=0.01)
+    assert share == 0.0 and w == pytest.approx(today)
+    # All the room: the hunting score (1 − ŷ)² = (0.01, 0.25, 0.81, 0.25) / 1.32 in full.
+    w, share = hunting_weights(p, scores, 0.9, 0.35, 100, target=1.0)
+    assert share == 1.0
+    assert w == pytest.approx(0.1 * 0.25 + 0.9 * np.array([0.01, 0.25, 0.81, 0.25]) / 1.32)
+    assert w.sum() == pytest.approx(1.0)
+    # In between: the largest step of 1/8 whose projection is within the target.
+    hunt = np.array([0.01, 0.25, 0.81, 0.25]) / 1.32
+    v = p * (1 - p)
+    half = [projected_halfwidth(0.1 * 0.25 + 0.9 * ((1 - c) * scores / scores.sum() + c * hunt), v, 0.35, 100)
+            for c in np.arange(9) / 8]
+    assert all(a < b for a, b in zip(half, half[1:]))  # a harder hunt projects wider here
+    w, share = hunting_weights(p, scores, 0.9, 0.35, 100, target=half[3] + 1e-9)
+    assert share == 0.375 and w[2] > today[2]
+
+
+def test_a_lean_target_leaves_the_floor_and_keeps_known_probabilities():
+    # The same round with and without a target: the floor is the same; the lean's π sum
+    # to its draws, and with room the edge predicted most wrong is drawn more often.
+    yhat = np.array([0.95, 0.9, 0.9, 0.2, 0.9, 0.85, 0.9, 0.95])
+    plans = [DesignPlan("adaptive", np.zeros(8, int), np.zeros(8, int), np.ones(8, bool), min_draws=0, draws=64,
+                        lean_target=t) for t in (None, 0.5)]
+    floors = [p.floor_probabilities(2, rounds_left=1) for p in plans]
+    assert floors[0] == pytest.approx(floors[1])
+    lean = [p.lean_probabilities(yhat, 3, exclude=np.array([0, 1])) for p in plans]
+    assert lean[0].sum() == pytest.approx(3.0) and lean[1].sum() == pytest.approx(3.0)
+    assert lean[1][3] > lean[0][3] and plans[1].hunt_shares == [1.0] and plans[0].hunt_shares == []
+
+
+def test_a_lean_target_without_room_is_todays_lean_minimums_included():
+    # Two small predicates (2 and 3 edges) beside a large one: the stratum minimums boost
+    # them in the lean. A target no projection meets leaves the lean exactly as without
+    # one, minimums and all.
+    predicate = np.array([0] * 20 + [1] * 2 + [2] * 3)
+    yhat = np.linspace(0.3, 0.95, 25)
+    plans = [DesignPlan("adaptive", predicate, np.zeros(25, int), np.ones(25, bool), draws=64, lean_target=t)
+             for t in (None, 1e-6)]
+    pis = [p.lean_probabilities(yhat, 6, exclude=np.array([0, 1]), rounds_left=2, share=0.65) for p in plans]
+    assert pis[1] == pytest.approx(pis[0]) and plans[1].hunt_shares == [0.0]
+    # The small predicates got more than their size's share of the 6 draws (5/23 · 6 = 1.3).
+    assert pis[0][20:].sum() > 1.5

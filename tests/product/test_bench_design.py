@@ -77,7 +77,17 @@ def test_the_rows_are_the_coverage_study_at_run_defaults_and_uniform(capsys):
         f = efficiency_fields(sweep, runs=3, design=design)
         assert row[key]["coverage"] == f["coverage"] and row[key]["ci_halfwidth"] == f["ci_halfwidth"]
         assert row[key]["weak_share"] == f["weak_share"]
-    assert out["summary"]["sweeps"] == 1 and out["baseline"] == "uniform"
+    assert out["summary"]["sweeps"] == 1 and out["baseline"] == "uniform" and out["lean_target"] is None
+
+
+def test_a_lean_target_replays_the_default_runs_with_it(capsys):
+    assert main(["bench", "design", "--truth", "gemma3-270m", "--runs", "3", "--lean-target", "0.055",
+                 "--baseline", "none"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    f = efficiency_fields(load_sweep("gemma3-270m"), runs=3, lean_target=0.055)
+    row = out["sweeps"]["gemma3-270m"]["run_defaults"]
+    assert out["lean_target"] == 0.055 and row["weak_share"] == f["weak_share"]
+    assert row["ci_halfwidth"] == f["ci_halfwidth"] != efficiency_fields(load_sweep("gemma3-270m"), runs=3)["ci_halfwidth"]
 
 
 def test_a_committed_built_sweep_finds_its_kg_by_name_or_path(capsys):
@@ -101,6 +111,7 @@ def test_a_built_sweep_elsewhere_needs_its_graph(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--truth", "default", "--min-edges", "600"], "no sweep has at least 600 edges"),
     (["--runs", "0"], "--runs must be at least 1"),
+    (["--lean-target", "0"], "--lean-target must be a half-width in (0, 1], got 0"),
     (["--truth", "no-such-sweep"], "no sweep 'no-such-sweep'"),
 ])
 def test_bad_input_is_a_clear_error(argv, message, capsys):

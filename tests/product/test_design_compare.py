@@ -338,3 +338,22 @@ def test_a_run_file_recorded_before_the_budget_pacing_resumes_with_the_rule_it_w
     on_small = labels["predicate"][0] == small
     assert pi_early[on_small].sum() == pytest.approx(lacked / 2)
     assert today.floor_probabilities(12, 2, share=12 / 32)[on_small].sum() < lacked / 2
+
+
+def test_a_lean_target_keeps_the_shared_floor_and_is_recorded(tmp_path, countries, two_runs):
+    # Run "a" again with --lean-target: its floor is run a's edge for edge (compare still
+    # pairs there), its lean follows the target, and the run file keeps the setting. At 128
+    # queries simple random sampling projects about ±8.7 points, so ±12 leaves room to hunt.
+    model = SimulatedModel(countries, theta_for_kg(countries, seed=1), seed=1)
+    run = kgprobe.probe(countries, model, budget=128, batch_size=32, seed=0, store=tmp_path / "hunt.kgrun",
+                        progress=False, report=False, lean_target=0.12)
+    assert run.config.lean_target == 0.12 and two_runs[0].config.lean_target is None
+    a, h = two_runs[0].store.probe_arrays(), run.store.probe_arrays()
+    assert np.array_equal(a["edge"][a["part"] == FLOOR], h["edge"][h["part"] == FLOOR])
+    lean = h["part"] == LEAN_PART
+    assert int(lean.sum()) == 80 and ((h["inclusion"][lean] > 0) & (h["inclusion"][lean] <= 1)).all()
+    assert set(h["edge"][lean].tolist()) != set(a["edge"][a["part"] == LEAN_PART].tolist())
+    run.close()
+    reopened = kgprobe.open_run(tmp_path / "hunt.kgrun")
+    assert reopened.config.lean_target == 0.12
+    reopened.close()
