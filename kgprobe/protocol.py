@@ -195,13 +195,21 @@ def model_label(model, spec: str = "") -> str:
 
 
 def _design_text(design: Mapping[str, Any] | None) -> str:
-    """How the design draws were weighted, in words (older protocols: uniform)."""
+    """How the design draws were made, in words (older protocols: uniform)."""
     design = design or {}
     tilt, share = design.get("tilt") or 0.0, design.get("prior_share") or 0.0
+    # Protocols written before the design's name was recorded lack it. Short enough for one
+    # report cell (160 characters) with every part present.
+    name, target = design.get("name"), design.get("lean_target")
     parts = []
+    if name == "adaptive":
+        parts.append("adaptive (uniform floor with stratum minimums, lean to edges predicted wrong or uncertain)")
+    elif name == "stratified":
+        parts.append("stratified (uniform with stratum minimums)")
+    if target:
+        parts.append(f"--lean-target {target:g}")
     if share:
-        parts.append(f"{share:g} of the probabilities follow the item-response prior's predicted spread when "
-                     "--prior is given (uniform without one)")
+        parts.append(f"with --prior, {share:g} follows its predicted spread")
     if tilt:
         parts.append(f"{tilt:g} leans towards edges predicted wrong")
     return "; ".join(parts) if parts else "uniform"
@@ -220,9 +228,10 @@ def _config_fields(config: Mapping[str, Any]) -> dict[str, Any]:
         "seed": config["seed"],
         "propagation_weight": config["propagation_weight"],
         "prior": list(config.get("prior") or (1.0, 1.0)),
-        # How the design draws were weighted (kgprobe.sampling.design_draws): older run files
-        # have neither key and drew uniformly.
-        "design": {"tilt": config.get("design_tilt", 0.0), "prior_share": config.get("prior_design", 0.0)},
+        # How the design draws were made (kgprobe.sampling.design, design_draws): older run
+        # files have none of these keys and drew uniformly.
+        "design": {"name": config.get("design", "uniform"), "tilt": config.get("design_tilt", 0.0),
+                   "prior_share": config.get("prior_design", 0.0), "lean_target": config.get("lean_target")},
         "convergence": {
             "window": config.get("convergence_window"),
             "tolerance": config.get("convergence_tolerance"),

@@ -59,16 +59,21 @@ def test_api_and_cli_resolve_to_the_same_protocol(countries, sim_model):
     a = build_protocol(EngineConfig.from_settings(cli), countries, sim_model, "default", date="d")
     b = build_protocol(EngineConfig.from_settings(api), countries, sim_model, "default", date="d")
     assert a == b
-    # The design: uniform unless a prior is given, then half of it follows the prior.
-    assert a["design"] == {"tilt": 0.0, "prior_share": 0.5}
+    # The design: adaptive, no lean target; with a prior, half of its probabilities follow it.
+    assert a["design"] == {"name": "adaptive", "tilt": 0.0, "prior_share": 0.5, "lean_target": None}
     rows = dict(protocol_rows(a))
-    assert rows["design"] == ("0.5 of the probabilities follow the item-response prior's predicted spread when "
-                              "--prior is given (uniform without one)")
-    # An older run file's settings hold neither key: it drew uniformly.
+    assert rows["design"] == ("adaptive (uniform floor with stratum minimums, lean to edges predicted wrong or "
+                              "uncertain); with --prior, 0.5 follows its predicted spread")
+    hunt = build_protocol(EngineConfig.from_settings({**api, "lean_target": 0.055}), countries, sim_model, "default",
+                          date="d")
+    # Every part in one report cell of at most 160 characters.
+    text = dict(protocol_rows(hunt))["design"]
+    assert "uncertain); --lean-target 0.055; with --prior" in text and len(text) <= 160
+    # An older run file's settings hold none of the keys: it drew uniformly.
     old = EngineConfig.from_settings(api).to_dict()
-    del old["design_tilt"], old["prior_design"]
+    del old["design_tilt"], old["prior_design"], old["design"], old["lean_target"]
     assert dict(protocol_rows(build_protocol(old, countries, sim_model, "default", date="d")))["design"] == "uniform"
-    tilted = dict(EngineConfig.from_settings(api).to_dict(), design_tilt=0.5, prior_design=0.0)
+    tilted = dict(EngineConfig.from_settings(api).to_dict(), design_tilt=0.5, prior_design=0.0, design="uniform")
     assert dict(protocol_rows(build_protocol(tilted, countries, sim_model, "default", date="d")))["design"] == \
         "0.5 leans towards edges predicted wrong"
 
