@@ -107,7 +107,7 @@ def lean_scores(predicted_right: np.ndarray, error_lean: float = ERROR_LEAN) -> 
 
 
 def projected_halfwidth(weights: np.ndarray, variance: np.ndarray, floor_share: float, draws: float) -> float:
-    """The KG half-width of a run whose every round drew its lean by ``weights``.
+    """The KG half-width (95 %) of a run whose every round drew its lean by ``weights``.
 
     ``weights``: the lean's draw probabilities over its candidates (summing to 1);
     ``variance``: each candidate's predicted outcome variance ŷ(1 − ŷ). One lean draw's
@@ -413,7 +413,8 @@ class DesignPlan:
         #: The run's design draws and the half-width the lean may spend on hunting
         #: (:func:`hunting_weights`; None: today's lean, as without a target).
         self.draws, self.lean_target = draws, lean_target
-        #: The hunting share of each round's lean so far (for reports and replays).
+        #: The hunting share of each round's lean since the plan was made or reset (what the
+        #: target allowed; read by replays and tests).
         self.hunt_shares: list[float] = []
         self.counts = {kind: np.zeros(s.size, dtype=np.float64) for kind, s in self._sizes.items()}
         self.lean_counts = {kind: np.zeros(s.size, dtype=np.float64) for kind, s in self._sizes.items()}
@@ -421,6 +422,7 @@ class DesignPlan:
     def reset(self) -> None:
         for c in (*self.counts.values(), *self.lean_counts.values()):
             c[:] = 0.0
+        self.hunt_shares.clear()
 
     def record(self, edges: np.ndarray, parts: np.ndarray) -> None:
         """Count a round's floor draws and lean draws per stratum."""
