@@ -311,6 +311,13 @@ def protocol_of_store(store) -> dict[str, Any]:
     proto = json.loads(raw)
     if isinstance(proto.get("sampler_options"), dict):  # older run files name some options differently or lack them
         proto["sampler_options"] = recorded_options(proto.get("sampler"), proto["sampler_options"])
+    design = proto.get("design")
+    if isinstance(design, dict) and "name" not in design:
+        # Protocols written before the design's name was recorded: the run's settings hold
+        # it (a run file without it drew uniformly, engine.RECORDED_BEFORE).
+        config = store.config
+        design["name"] = config.get("design", "uniform")
+        design.setdefault("lean_target", config.get("lean_target"))
     return proto
 
 

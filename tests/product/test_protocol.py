@@ -258,3 +258,21 @@ def test_model_description_says_what_the_weights_are():
         "HuggingFaceTB/SmolLM2-135M", None, "bfloat16", "cuda:0")
     api = describe_model(_Loaded("openai:smollm2@http://h:8000/v1|bos=server", "smollm2"), "openai:smollm2@http://h:8000/v1")
     assert (api["backend"], api["device"], api["weights_format"]) == ("openai", "server", "served (unknown to the client)")
+
+
+def test_a_protocol_stored_before_the_design_was_named_takes_it_from_the_settings(tmp_path, countries, sim_model):
+    # Run files written between the adaptive default and the design's name in the protocol
+    # store {"tilt", "prior_share"} only; their settings say which design drew.
+    from kgprobe.store import RunStore
+
+    run = _run(tmp_path, "old", countries, sim_model)
+    proto = run.protocol
+    run.close()
+    proto["design"] = {"tilt": 0.0, "prior_share": 0.5}
+    store = RunStore.open(tmp_path / "old.kgrun", writable=True)
+    store.set_meta("protocol", json.dumps(proto))
+    store.close()
+    reopened = open_run(tmp_path / "old.kgrun")
+    assert reopened.protocol["design"] == {"tilt": 0.0, "prior_share": 0.5, "name": "adaptive", "lean_target": None}
+    assert dict(protocol_rows(reopened.protocol))["design"].startswith("adaptive (uniform floor")
+    reopened.close()
