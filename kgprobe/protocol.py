@@ -216,6 +216,13 @@ def _design_text(design: Mapping[str, Any] | None) -> str:
 
 
 # -- building --------------------------------------------------------------------------------
+def _design_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    # How the design draws were made (kgprobe.sampling.design, design_draws): older run
+    # files have none of these keys and drew uniformly.
+    return {"name": config.get("design", "uniform"), "tilt": config.get("design_tilt", 0.0),
+            "prior_share": config.get("prior_design", 0.0), "lean_target": config.get("lean_target")}
+
+
 def _config_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "method": config["method"],
@@ -228,10 +235,7 @@ def _config_fields(config: Mapping[str, Any]) -> dict[str, Any]:
         "seed": config["seed"],
         "propagation_weight": config["propagation_weight"],
         "prior": list(config.get("prior") or (1.0, 1.0)),
-        # How the design draws were made (kgprobe.sampling.design, design_draws): older run
-        # files have none of these keys and drew uniformly.
-        "design": {"name": config.get("design", "uniform"), "tilt": config.get("design_tilt", 0.0),
-                   "prior_share": config.get("prior_design", 0.0), "lean_target": config.get("lean_target")},
+        "design": _design_fields(config),
         "convergence": {
             "window": config.get("convergence_window"),
             "tolerance": config.get("convergence_tolerance"),
@@ -313,11 +317,10 @@ def protocol_of_store(store) -> dict[str, Any]:
         proto["sampler_options"] = recorded_options(proto.get("sampler"), proto["sampler_options"])
     design = proto.get("design")
     if isinstance(design, dict) and "name" not in design:
-        # Protocols written before the design's name was recorded: the run's settings hold
-        # it (a run file without it drew uniformly, engine.RECORDED_BEFORE).
-        config = store.config
-        design["name"] = config.get("design", "uniform")
-        design.setdefault("lean_target", config.get("lean_target"))
+        # Protocols written before the design's name was recorded: the run's settings hold it.
+        recorded = _design_fields(store.config)
+        design["name"] = recorded["name"]
+        design.setdefault("lean_target", recorded["lean_target"])
     return proto
 
 
