@@ -186,16 +186,41 @@ def built_sweeps() -> dict[str, tuple[Path, Path]]:
     return out
 
 
+def committed_kg_files(kg_name: str) -> list[Path]:
+    """The committed built KG files (``kgprobe/sweeps/built/*.jsonl.gz``) of the KG named
+    ``kg_name``, so that a sweep of one replays without ``--graph`` wherever it was copied.
+
+    Only each file's first line (the KG's name) is read.
+    """
+    import gzip
+
+    out = []
+    for path in sorted((SWEEPS_DIR / "built").glob("*.jsonl.gz")):
+        try:
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                name = json.loads(fh.readline()).get("name")
+        except (OSError, EOFError, ValueError, AttributeError):
+            continue
+        if name == kg_name:
+            out.append(path)
+    return out
+
+
 def load_sweep(name_or_path: str | Path) -> Sweep:
-    """A committed sweep by name (``default``, ``gemma3-270m``, …) or a sweep file path."""
+    """A committed sweep by name (``default``, ``gemma3-270m``, a built KG's ``geo-four-default``, …)
+    or a sweep file path."""
     text = str(name_or_path)
     packaged = packaged_sweeps()
     path = packaged.get(text)
+    if path is None and text in (built := built_sweeps()):
+        path = built[text][0]
     if path is None:
         path = Path(text)
         if not path.is_file():
             names = ", ".join(packaged) or "none committed"
-            raise InputError(f"no sweep {text!r}: not a committed sweep ({names}) nor an existing file")
+            example = f", e.g. {next(iter(built))}" if built else ""
+            raise InputError(f"no sweep {text!r}: not a committed sweep (the embedded KG's: {names}; "
+                             f"{len(built)} of built KGs in {SWEEPS_DIR / 'built'}{example}) nor an existing file")
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}

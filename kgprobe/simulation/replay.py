@@ -162,19 +162,29 @@ def sweep_graph(sweep, graph=None):
     """(KG, sweep on it): the KG a sweep is replayed on, and the sweep mapped by :func:`sweep_on_kg`.
 
     ``graph`` is a KG file, an embedded KG name or a KnowledgeGraph; without it the
-    sweep's own KG, which must then be embedded (a built KG lives only in its file: the
-    error says which file to pass).
+    sweep's own KG, which must then be embedded or one of the committed built KGs
+    (:func:`kgprobe.sweep.committed_kg_files`; another built KG lives only in its file:
+    the error says which file to pass).
     """
     import os
 
     from kgprobe.kg.formats import load_kg
     from kgprobe.sources.embedded import EMBEDDED_KGS, load_embedded_kg
+    from kgprobe.store import kg_fingerprint
+    from kgprobe.sweep import committed_kg_files
 
     if graph is None:
-        if sweep.kg not in EMBEDDED_KGS:
-            raise InputError(f"the sweep was recorded on the KG {sweep.kg!r} (content hash {sweep.kg_hash[:12]}…), "
-                             f"which is not embedded in kgprobe: {_graph_hint(sweep)}")
-        kg = load_embedded_kg(sweep.kg)
+        if sweep.kg in EMBEDDED_KGS:
+            kg = load_embedded_kg(sweep.kg)
+        else:
+            committed = [load_kg(path) for path in committed_kg_files(sweep.kg)]
+            if not committed:
+                raise InputError(f"the sweep was recorded on the KG {sweep.kg!r} (content hash "
+                                 f"{sweep.kg_hash[:12]}…), which is neither embedded in kgprobe nor one of "
+                                 f"its committed built KGs: {_graph_hint(sweep)}")
+            # Of committed KGs sharing a name, the one with the sweep's content hash;
+            # else the first, whose mismatch sweep_on_kg reports.
+            kg = next((k for k in committed if kg_fingerprint(k) == sweep.kg_hash), committed[0])
     elif not isinstance(graph, (str, os.PathLike)):
         kg = graph
     elif os.path.exists(graph):

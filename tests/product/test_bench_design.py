@@ -100,11 +100,26 @@ def test_a_committed_built_sweep_finds_its_kg_by_name_or_path(capsys):
         assert "uniform" not in out["sweeps"]["geo-skew-default"] and out["baseline"] is None
 
 
-def test_a_built_sweep_elsewhere_needs_its_graph(tmp_path, capsys):
+def test_a_copied_built_sweep_finds_its_committed_kg_and_another_needs_its_graph(tmp_path, capsys):
+    import dataclasses
+
+    from kgprobe.simulation.replay import sweep_graph
+    from kgprobe.sweep import committed_kg_files, save_sweep
+
+    original = load_sweep("geo-ten-default")  # a built sweep by its name
+    files = committed_kg_files(original.kg)
+    assert [p.name for p in files] == ["geo-ten.jsonl.gz"]
     copy = tmp_path / "mine.npz"
     copy.write_bytes(built_sweeps()["geo-ten-default"][0].read_bytes())
-    assert main(["bench", "design", "--truth", str(copy)]) == 2
+    kg, on_kg = sweep_graph(load_sweep(copy))
+    assert (kg.name, on_kg.num_edges) == (original.kg, original.num_edges)
+    # A sweep of a KG that is neither embedded nor committed: the error names the file to pass.
+    other = tmp_path / "other.npz"
+    save_sweep(dataclasses.replace(original, kg="Atlantis+Lemuria"), other)
+    assert committed_kg_files("Atlantis+Lemuria") == []
+    assert main(["bench", "design", "--truth", str(other)]) == 2
     err = capsys.readouterr().err
+    assert "neither embedded in kgprobe nor one of its committed built KGs" in err
     assert "pass --graph geo-ten.jsonl" in err and "Traceback" not in err
 
 
@@ -118,3 +133,11 @@ def test_bad_input_is_a_clear_error(argv, message, capsys):
     assert main(["bench", "design", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_bench_prior_replays_a_built_kgs_sweeps_by_name_without_graph(capsys):
+    assert main(["bench", "prior", "--truth", "geo-four-default", "geo-four-gemma3-270m", "--runs", "2"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    smol = out["per_model"]["geo-four-default"]
+    # kgprobe/sweeps/built/README.md: 487 edges x 10 passes, 3118 of 4870 answers right.
+    assert (smol["shared_edges"], smol["truth"]) == (487, round(3118 / 4870, 4))

@@ -87,7 +87,7 @@ def test_truth_of_another_kg_or_method_is_exit_2(tmp_path, capsys):
     other_kg = fake_sweep(tmp_path / "kg.npz", kg="nba", kg_hash="0123456789abcdef")
     assert main(["bench", "efficiency", "--truth", str(other_kg)]) == 2
     err = capsys.readouterr().err
-    assert "recorded on the KG 'nba' (content hash 0123456789ab…), which is not embedded" in err
+    assert "recorded on the KG 'nba' (content hash 0123456789ab…), which is neither embedded in kgprobe nor one of its committed built KGs" in err
     assert "pass --graph with the file of the KG 'nba'" in err and "Traceback" not in err
     assert main(["bench", "efficiency", "--truth", str(other_kg), "--graph", "countries"]) == 2
     err = capsys.readouterr().err
@@ -162,7 +162,7 @@ def test_a_sweep_of_a_built_kg_replays_through_the_cli(built_sweeps, capsys):
     # without --graph the error names the KG file the sweep was recorded with
     assert main(["bench", "efficiency", "--truth", str(sweep_file)]) == 2
     err = capsys.readouterr().err
-    assert f"recorded on the KG 'Iceland' (content hash {recorded.kg_hash[:12]}…), which is not embedded" in err
+    assert f"recorded on the KG 'Iceland' (content hash {recorded.kg_hash[:12]}…), which is neither embedded in kgprobe nor one of its committed built KGs" in err
     assert f"pass --graph {kg_file} (the KG file the sweep was recorded with)" in err
 
     assert main(["bench", "efficiency", "--truth", str(sweep_file), "--graph", str(kg_file), "--seeds", "3",
