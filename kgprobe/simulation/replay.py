@@ -177,14 +177,16 @@ def sweep_graph(sweep, graph=None):
         if sweep.kg in EMBEDDED_KGS:
             kg = load_embedded_kg(sweep.kg)
         else:
-            committed = [load_kg(path) for path in committed_kg_files(sweep.kg)]
-            if not committed:
+            files = committed_kg_files(sweep.kg)
+            # Only the very KG the sweep was recorded on: a user's own KG may share a
+            # committed one's name (the same seed entities) and differ in its edges.
+            kg = next((k for k in map(load_kg, files) if kg_fingerprint(k) == sweep.kg_hash), None)
+            if kg is None:
+                committed = (f"; kgprobe ships a KG of that name ({', '.join(p.name for p in files)}) "
+                             f"but with another content hash") if files else ""
                 raise InputError(f"the sweep was recorded on the KG {sweep.kg!r} (content hash "
                                  f"{sweep.kg_hash[:12]}…), which is neither embedded in kgprobe nor one of "
-                                 f"its committed built KGs: {_graph_hint(sweep)}")
-            # Of committed KGs sharing a name, the one with the sweep's content hash;
-            # else the first, whose mismatch sweep_on_kg reports.
-            kg = next((k for k in committed if kg_fingerprint(k) == sweep.kg_hash), committed[0])
+                                 f"its committed built KGs{committed}: {_graph_hint(sweep)}")
     elif not isinstance(graph, (str, os.PathLike)):
         kg = graph
     elif os.path.exists(graph):

@@ -121,6 +121,13 @@ def test_a_copied_built_sweep_finds_its_committed_kg_and_another_needs_its_graph
     err = capsys.readouterr().err
     assert "neither embedded in kgprobe nor one of its committed built KGs" in err
     assert "pass --graph geo-ten.jsonl" in err and "Traceback" not in err
+    # Named as a committed KG but recorded on another version of it: not taken for it.
+    rebuilt = tmp_path / "rebuilt.npz"
+    save_sweep(dataclasses.replace(original, kg_hash="0123456789abcdef"), rebuilt)
+    assert main(["bench", "design", "--truth", str(rebuilt)]) == 2
+    err = capsys.readouterr().err
+    assert "kgprobe ships a KG of that name (geo-ten.jsonl.gz) but with another content hash" in err
+    assert "pass --graph geo-ten.jsonl" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("argv, message", [
