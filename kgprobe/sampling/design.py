@@ -454,13 +454,14 @@ class DesignPlan:
         w = np.where(avail, 1.0 / max(n, 1), 0.0)
         if predicted_right is not None and self.lean > 0:
             s = np.where(avail, lean_scores(predicted_right), 0.0)
-            if s.sum() > 0 and self.lean_target is not None and self.draws:
-                w = np.zeros_like(w)
-                w[avail], hunt = hunting_weights(np.asarray(predicted_right)[avail], s[avail], self.lean,
-                                                  self.floor_share, self.draws, self.lean_target)
-                self.hunt_shares.append(hunt)
-            elif s.sum() > 0:
-                w = (1.0 - self.lean) * w + self.lean * s / s.sum()
+            if s.sum() > 0:
+                if self.lean_target is not None and self.draws:
+                    w = np.zeros_like(w)
+                    w[avail], hunt = hunting_weights(np.asarray(predicted_right)[avail], s[avail], self.lean,
+                                                      self.floor_share, self.draws, self.lean_target)
+                    self.hunt_shares.append(hunt)
+                else:
+                    w = (1.0 - self.lean) * w + self.lean * s / s.sum()
         sizes = {kind: np.bincount(lab[avail], minlength=self._sizes[kind].size) for kind, lab in self._labels}
         strata = self._minimums(self.lean_counts, sizes, rounds_left, k, share)
         if not strata:
