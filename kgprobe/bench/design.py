@@ -13,7 +13,8 @@ least covered predicate's coverage (a predicate without an interval counts as a 
 weak edges' own share and the weak share the best-case model reaches at ±6 points
 (``ideal_frontier``); then the least coverage, the widest interval and how many sweeps
 meet each bar of docs/design.md. ``--truth`` replays other sweeps (a committed built KG's
-sweep by its name or path finds its own KG; any other built KG's sweep needs ``--graph``).
+sweep, by its name or path or copied anywhere, finds its own KG; any other built KG's
+sweep needs ``--graph``).
 """
 
 from __future__ import annotations
@@ -53,15 +54,17 @@ def committed_sweeps() -> list[tuple[str, object, object]]:
 
 
 def _item(truth: str, graph) -> tuple[str, object, object]:
-    """(name, sweep, KG) of a ``--truth`` sweep; a committed built KG's sweep brings its own KG file."""
+    """(name, sweep, KG) of a ``--truth`` sweep. A committed built sweep given by its path is
+    reported under its name; its KG, as any committed one's, is found by
+    :func:`kgprobe.simulation.replay.sweep_graph`."""
     from pathlib import Path
 
     from kgprobe.sweep import built_sweeps
 
-    if graph is None:
-        for name, (path, kg) in built_sweeps().items():
-            if truth == name or (Path(truth).is_file() and Path(truth).resolve() == path.resolve()):
-                return name, path, kg
+    if graph is None and Path(truth).is_file():
+        for name, (path, _) in built_sweeps().items():
+            if Path(truth).resolve() == path.resolve():
+                return name, truth, None
     return truth, truth, graph
 
 
