@@ -41,6 +41,7 @@ import numpy as np
 
 from kgprobe import run_spec
 from kgprobe.errors import InputError, ModelError, PartialBatchError
+from kgprobe.estimators import round_spread
 from kgprobe.kg.graph import KnowledgeGraph
 from kgprobe.models.base import LanguageModel
 from kgprobe.probes.base import Probe, ProbeTask, Verdict
@@ -56,7 +57,8 @@ DEFAULT_MAX_ROUNDS = 60
 
 #: Values of settings a run file written before the setting existed was played with
 #: (the table's default for a new run may differ).
-RECORDED_BEFORE: dict[str, Any] = {"prior_design": 0.0, "design": "uniform", "design_pacing": "early"}
+RECORDED_BEFORE: dict[str, Any] = {"prior_design": 0.0, "design": "uniform", "design_pacing": "early",
+                                   "lean_control": "projected"}
 
 
 @dataclass
@@ -90,6 +92,9 @@ class EngineConfig:
     lean_target: float | None = run_spec.default("lean_target")
     design_pacing: str = "capped"
     """How the design's stratum minimums are set and paced (kgprobe.sampling.design.PACINGS;
+    not a run setting): recorded so that a run file keeps the rule it was played with."""
+    lean_control: str = "realized"
+    """How a lean target projects the half-width (kgprobe.sampling.design.LEAN_CONTROLS;
     not a run setting): recorded so that a run file keeps the rule it was played with."""
 
     @classmethod
@@ -380,7 +385,7 @@ class Engine:
             engine.design_plan = DesignPlan(config.design, engine._labels["predicate"][0],
                                             engine._labels["group"][0], kg.active, base=engine.design_base,
                                             pacing=config.design_pacing, draws=config.design_draws(sampler),
-                                            lean_target=config.lean_target)
+                                            lean_target=config.lean_target, lean_control=config.lean_control)
         engine._restore()
         return engine
 
@@ -392,8 +397,13 @@ class Engine:
             self.design_plan.reset()
             if checkpoint is not None:
                 probes = self.store.probe_arrays()
-                done = probes["round"] <= checkpoint.round
-                self.design_plan.record(probes["edge"][done], probes["part"][done])
+                for r in np.unique(probes["round"][probes["round"] <= checkpoint.round]):
+                    at = probes["round"] == r
+                    spread = None
+                    if "predicted" in probes:
+                        spread = round_spread(probes["correct"][at], probes["predicted"][at],
+                                              probes["inclusion"][at], probes["part"][at], self.kg.num_active)
+                    self.design_plan.record(probes["edge"][at], probes["part"][at], spread)
         if checkpoint is None:
             pkg_state, sampler_state, monitor_state = self._initial
             self.pkg.load_state_dict(pkg_state)
@@ -622,7 +632,8 @@ class Engine:
             )
         )
         if self.design_plan is not None:
-            self.design_plan.record(edges, parts)
+            self.design_plan.record(edges, parts, round_spread(correct, right[edges], inclusion, parts,
+                                                               self.kg.num_active))
         return edges, correct, in_design, queries, num_requests, elapsed, replayed, metrics, newly_converged
 
     def _summarize(self, r, model_seconds, edges, correct, in_design, queries, num_requests, elapsed, replayed,

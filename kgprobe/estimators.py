@@ -254,6 +254,33 @@ def design_estimate(
                          int(n_group), DESIGN, method, se, df, est)
 
 
+def round_spread(correct, predicted, inclusion, parts, n_active: int) -> tuple[float, float, int]:
+    """One round's share of the KG estimate's variance, as the interval counts it and as
+    the predictions expect it.
+
+    Arrays are over the round's probes (``parts`` 0 for a sampler's own choice, which the
+    estimate leaves out). Returns ``(m·s², Σ ŷ(1 − ŷ)·(m·ω/N)², m)`` over its ``m``
+    design probes: ``s²`` the within-round variance of their scores ``z`` that
+    :func:`martingale_variance` sums, and the variance the same draws would have if every
+    prediction ŷ were each answer's exact chance of being right. Their ratio is what the
+    predictions' own errors add (a run's ``--lean-target`` control,
+    :func:`kgprobe.sampling.design.projected_halfwidth`). A round with one design probe
+    gives its expected share for both.
+    """
+    d = np.asarray(parts) != 0
+    m = int(d.sum())
+    if m == 0:
+        return 0.0, 0.0, 0
+    y = np.asarray(correct, dtype=np.float64)[d]
+    yhat = np.asarray(predicted, dtype=np.float64)[d]
+    omega = probe_weights(np.asarray(inclusion, dtype=np.float64)[d], np.zeros(m, dtype=np.int64),
+                          np.asarray(parts)[d], 1)
+    scale = m * omega / float(n_active)
+    expected = float(np.sum(yhat * (1.0 - yhat) * scale * scale))
+    realized = m * float(np.var((y - yhat) * scale, ddof=1)) if m > 1 else expected
+    return realized, expected, m
+
+
 def martingale_variance(z: np.ndarray, rounds: np.ndarray, pooled: float) -> float:
     """``M·Var(mean z)`` from the rounds' own spreads: ``Σ_t m_t·s²_t / M``.
 

@@ -84,6 +84,13 @@ ERROR_LEAN = 0.5
 #: "Hunting within a half-width target").
 HUNT_POWER = 2.0
 HUNT_STEPS = 8
+#: How a lean target (``--lean-target``) projects the run's half-width. ``realized``: the
+#: rounds played count with the variance the interval gives them, and the rounds to come
+#: are projected with their predictions' variance times how much the rounds played
+#: exceeded theirs (:func:`projected_halfwidth`). ``projected``: every round is projected
+#: to draw like the current one from its predictions alone — the rule of run files written
+#: before ``realized`` (docs/design.md). A run file resumes with its rule.
+LEAN_CONTROLS = ("realized", "projected")
 #: Part codes of the store's design column.
 SAMPLER, FLOOR, LEAN_PART = 0, 1, 2
 
@@ -106,24 +113,36 @@ def lean_scores(predicted_right: np.ndarray, error_lean: float = ERROR_LEAN) -> 
     return np.sqrt(p * (1.0 - p)) + error_lean * (1.0 - p)
 
 
-def projected_halfwidth(weights: np.ndarray, variance: np.ndarray, floor_share: float, draws: float) -> float:
-    """The KG half-width (95 %) of a run whose every round drew its lean by ``weights``.
+def projected_halfwidth(weights: np.ndarray, variance: np.ndarray, floor_share: float, draws: float,
+                        spent: float = 0.0, spent_draws: float = 0.0, inflation: float = 1.0) -> float:
+    """The KG half-width (95 %) of a run whose rounds to come draw their lean by ``weights``.
 
     ``weights``: the lean's draw probabilities over its candidates (summing to 1);
     ``variance``: each candidate's predicted outcome variance ŷ(1 − ŷ). One lean draw's
     inverse-probability score then has variance ``Σ v_j / (n² w_j)`` over the ``n``
     candidates (with replacement), a floor draw's the mean ``v̄``; the KG estimate mixes
-    the parts by their draws, so ``draws`` design draws give ``1.96·sqrt((f·v̄ + (1 − f)·Σ v_j /
-    (n² w_j)) / draws)``. It leaves out the predictions' own errors and the stratum
-    minimums, so it runs narrower than a run's interval (docs/design.md).
+    the parts by their draws. ``draws``: the run's design draws. Without the other
+    arguments every round is projected to draw like this one, ``1.96·sqrt((f·v̄ + (1 − f)·
+    Σ v_j/(n² w_j)) / draws)``, leaving out the predictions' own errors and the stratum
+    minimums, so it runs narrower than a run's interval. With them (what a run does,
+    :meth:`DesignPlan.lean_probabilities`) the rounds played count as they were:
+    ``spent`` = Σ m_t·s²_t of the interval's variance over ``spent_draws`` design draws
+    (:func:`kgprobe.estimators.round_spread`), and the draws left are projected with their
+    per-draw variance times ``inflation``, how much the rounds played exceeded what their
+    predictions expected; the variance is ``(spent + inflation·per-draw·left) / draws²``.
     """
     n = weights.size
     lean = float(np.sum(variance / (n * n * weights)))
-    return 1.959964 * math.sqrt((floor_share * float(variance.mean()) + (1.0 - floor_share) * lean) / draws)
+    per_draw = floor_share * float(variance.mean()) + (1.0 - floor_share) * lean
+    if not spent_draws:
+        return 1.959964 * math.sqrt(per_draw / draws)
+    left = max(draws - spent_draws, 0.0)
+    return 1.959964 * math.sqrt((spent + inflation * per_draw * left) / (draws * draws))
 
 
 def hunting_weights(predicted_right: np.ndarray, scores: np.ndarray, lean: float, floor_share: float,
-                    draws: float, target: float) -> tuple[np.ndarray, float]:
+                    draws: float, target: float, spent: tuple[float, float, float] = (0.0, 0.0, 1.0),
+                    ) -> tuple[np.ndarray, float]:
     """The lean's draw weights over its candidates, hunting as hard as ``target`` allows.
 
     ``scores``: the candidates' :func:`lean_scores`. Mixes the hunting score ``(1 − ŷ)^a``
@@ -132,7 +151,10 @@ def hunting_weights(predicted_right: np.ndarray, scores: np.ndarray, lean: float
     lean). The weights keep the uniform share ``1 − lean``; the stratum minimums are laid
     on them afterwards (:meth:`DesignPlan.lean_probabilities`), so a small predicate the
     model knows keeps its draws. Depends on the predictions before the round only, so the
-    round's probabilities stay known and fixed in advance. Returns (weights, c).
+    round's probabilities stay known and fixed in advance. ``spent``: the run's rounds
+    played so far, ``(Σ m_t·s²_t, their design draws, inflation)`` for
+    :func:`projected_halfwidth`; the default projects every round like this one.
+    Returns (weights, c).
     """
     p = np.clip(np.asarray(predicted_right, dtype=np.float64), 0.0, 1.0)
     n = p.size
@@ -147,7 +169,7 @@ def hunting_weights(predicted_right: np.ndarray, scores: np.ndarray, lean: float
     share = 0.0
     for c in np.linspace(0.0, 1.0, HUNT_STEPS + 1)[1:]:
         w = (1.0 - lean) * uniform + lean * ((1.0 - c) * base + c * hunt)
-        if projected_halfwidth(w, variance, floor_share, draws) > target:
+        if projected_halfwidth(w, variance, floor_share, draws, *spent) > target:
             break
         weights, share = w, float(c)
     return weights, share
@@ -393,10 +415,12 @@ class DesignPlan:
     def __init__(self, design: str, predicate: np.ndarray, group: np.ndarray, active: np.ndarray, *,
                  floor_share: float = FLOOR_SHARE, lean: float = LEAN, min_draws: float = MIN_STRATUM_DRAWS,
                  base: np.ndarray | None = None, pacing: str = "capped", draws: float | None = None,
-                 lean_target: float | None = None):
+                 lean_target: float | None = None, lean_control: str = "realized"):
         self.design = check_design(design)
         if pacing not in PACINGS:
             raise ValueError(f"unknown pacing of stratum minimums {pacing!r}; one of {PACINGS}")
+        if lean_control not in LEAN_CONTROLS:
+            raise ValueError(f"unknown lean-target control {lean_control!r}; one of {LEAN_CONTROLS}")
         self.pacing = pacing
         self.predicate = np.asarray(predicate, dtype=np.int64)
         self.group = np.asarray(group, dtype=np.int64)
@@ -412,7 +436,10 @@ class DesignPlan:
                                          target=self.min_draws)
         #: The run's design draws and the half-width the lean may spend on hunting
         #: (:func:`hunting_weights`; None: today's lean, as without a target).
-        self.draws, self.lean_target = draws, lean_target
+        self.draws, self.lean_target, self.lean_control = draws, lean_target, lean_control
+        #: The rounds recorded with their spread (:meth:`record`): Σ m_t·s²_t, what their
+        #: predictions expected of it, and their design draws.
+        self.played = [0.0, 0.0, 0.0]
         #: The hunting share of each round's lean since the plan was made or reset (what the
         #: target allowed; read by replays and tests).
         self.hunt_shares: list[float] = []
@@ -423,10 +450,16 @@ class DesignPlan:
         for c in (*self.counts.values(), *self.lean_counts.values()):
             c[:] = 0.0
         self.hunt_shares.clear()
+        self.played = [0.0, 0.0, 0.0]
 
-    def record(self, edges: np.ndarray, parts: np.ndarray) -> None:
-        """Count a round's floor draws and lean draws per stratum."""
+    def record(self, edges: np.ndarray, parts: np.ndarray,
+               spread: tuple[float, float, int] | None = None) -> None:
+        """Count a round's floor draws and lean draws per stratum; ``spread``: the round's
+        :func:`kgprobe.estimators.round_spread`, which a lean target's control reads."""
         edges, parts = np.asarray(edges, dtype=np.int64), np.asarray(parts)
+        if spread is not None:
+            for i, x in enumerate(spread):
+                self.played[i] += float(x)
         for counts, code in ((self.counts, FLOOR), (self.lean_counts, LEAN_PART)):
             drawn = edges[parts == code]
             for kind, lab in self._labels:
@@ -458,7 +491,8 @@ class DesignPlan:
                 if self.lean_target is not None and self.draws:
                     w = np.zeros_like(w)
                     w[avail], hunt = hunting_weights(np.asarray(predicted_right)[avail], s[avail], self.lean,
-                                                      self.floor_share, self.draws, self.lean_target)
+                                                      self.floor_share, self.draws, self.lean_target,
+                                                      self._spent_so_far())
                     self.hunt_shares.append(hunt)
                 else:
                     w = (1.0 - self.lean) * w + self.lean * s / s.sum()
@@ -467,6 +501,15 @@ class DesignPlan:
         if not strata:
             return inclusion_probabilities(w, k)
         return stratified_probabilities(avail, k, strata, w)
+
+    def _spent_so_far(self) -> tuple[float, float, float]:
+        """What :func:`projected_halfwidth` counts of the rounds played: their variance, their
+        design draws, and the factor by which it exceeded their predictions' (never below 1:
+        a prediction's error only adds to an answer's variance)."""
+        spent, expected, drawn = self.played
+        if self.lean_control != "realized" or drawn <= 0:
+            return 0.0, 0.0, 1.0
+        return spent, drawn, max(1.0, spent / expected) if expected > 0 else 1.0
 
     def round(self, predicted_right: np.ndarray | None, floor_rng, lean_rng,
               rounds_left: int | None = None) -> RoundDesign:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from kgprobe.errors import InputError
-from kgprobe.estimators import DESIGN, ProbeTable, group_estimates, kg_estimate
+from kgprobe.estimators import DESIGN, ProbeTable, group_estimates, kg_estimate, round_spread
 from kgprobe.metrics import ConvergenceMonitor, knowledge_metrics, wilson_interval
 from kgprobe.predictions import round_means, round_predictions, weighed_predictions
 from kgprobe.sampling.design_draws import prior_design_weights, round_design_weights
@@ -149,11 +149,11 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
         sel = smp.select(pkg, n, rng)
         in_design = np.asarray(sel.design, bool)
         inclusion, part = design_columns(pkg, sel.edges, in_design)
-        if plan is not None:
-            plan.record(sel.edges, part)
         pkg.design_weights = None
         pkg.design = None
         ok = np.asarray(oracle.answer(sel.edges), dtype=bool)
+        if plan is not None:
+            plan.record(sel.edges, part, round_spread(ok, right[sel.edges], inclusion, part, pkg.num_active))
         cols["correct"].append(ok)
         cols["part"].append(part)
         cols["design"].append(in_design)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kgprobe.compare import _difference
-from kgprobe.estimators import DESIGN, TOO_FEW, design_estimate, hajek_estimate, probe_weights
+from kgprobe.estimators import DESIGN, TOO_FEW, design_estimate, hajek_estimate, probe_weights, round_spread
 from kgprobe.sampling.design import (
     hunting_weights,
     lean_scores,
@@ -316,6 +316,57 @@ def test_projected_halfwidth_by_hand():
     # (0.35 · 0.1775 + 0.65 · 0.1890625) / 100 = 0.00185015625 -> 1.959964 · 0.0430134 = 0.0843048.
     w, v = np.array([0.4, 0.3, 0.2, 0.1]), np.array([0.25, 0.21, 0.16, 0.09])
     assert projected_halfwidth(w, v, 0.35, 100) == pytest.approx(0.0843048, abs=1e-7)
+
+
+def test_projected_halfwidth_counts_the_rounds_played_by_hand():
+    # The same uniform lean (¼ per draw) in a run of 100 design draws of which 50 are
+    # played with Σ m_t·s²_t = 30, the predictions' errors having doubled their variance:
+    # (30 + 2 · ¼ · 50) / 100² = 0.0055 -> 1.959964 · 0.0741620 = 0.1453548.
+    assert projected_halfwidth(np.full(4, 0.25), np.full(4, 0.25), 0.35, 100, 30.0, 50, 2.0) == \
+        pytest.approx(0.1453548, abs=1e-7)
+    # Nothing played yet: the projection of every round drawing like this one.
+    assert projected_halfwidth(np.full(4, 0.25), np.full(4, 0.25), 0.35, 100, 0.0, 0, 1.0) == \
+        projected_halfwidth(np.full(4, 0.25), np.full(4, 0.25), 0.35, 100)
+
+
+def test_round_spread_by_hand():
+    # Two floor probes (π ¼), one lean probe (π ½), one sampler's choice, N = 8 active edges.
+    # ω: floor (2/3)/¼ + 1/3 = 3, lean (1/3)/½ = 2/3; m·ω/N = 9/8 and 1/4.
+    # Scored residuals (1 − 0.5)·9/8 = 0.5625, (0 − 0.8)·9/8 = −0.9, (1 − 0.2)/4 = 0.2: their
+    # variance (ddof 1) 0.580052 times m = 3 is 1.740156; the predictions expected
+    # (0.25 + 0.16)·(9/8)² + 0.16/16 = 0.528906.
+    realized, expected, m = round_spread(np.array([1, 0, 1, 1]), np.array([0.5, 0.8, 0.2, 0.9]),
+                                         np.array([0.25, 0.25, 0.5, np.nan]), np.array([1, 1, 2, 0]), 8)
+    assert realized == pytest.approx(1.74015625) and expected == pytest.approx(0.52890625) and m == 3
+    # The same scores are the z of the KG estimate, whose martingale variance sums m·s².
+    z = design_estimate(np.array([1.0, 0.0, 1.0]), np.array([0.5, 0.8, 0.2]), np.array([0.25, 0.25, 0.5]),
+                        np.zeros(3, int), np.array([0.6]), n_group=8, parts=np.array([1, 1, 2]), martingale=True)
+    assert z.se == pytest.approx(math.sqrt(1.74015625 / 9))
+    assert round_spread(np.array([1]), np.array([0.5]), np.array([np.nan]), np.array([0]), 8) == (0.0, 0.0, 0)
+
+
+def test_a_lean_target_hunts_by_what_the_rounds_played_cost():
+    # One round of 16 design draws recorded before the lean of the next. Its predictions
+    # expected Σ v·(mω/N)² = 2.4. The run's own control projects the rest of the run at
+    # what its rounds cost: a round twice as noisy as expected (4.8) leaves no room at a
+    # target the projection alone meets with a hunting share of ½; a quiet one (0.8) counts
+    # at its cost with the predictions' variance for the rest (never deflated), more room.
+    yhat = np.array([0.95, 0.9, 0.9, 0.2, 0.9, 0.85, 0.9, 0.95])
+
+    def share(control, spread):
+        plan = DesignPlan("adaptive", np.zeros(8, int), np.zeros(8, int), np.ones(8, bool), min_draws=0, draws=64,
+                          lean_target=0.09, lean_control=control)
+        if spread is not None:
+            plan.record(np.array([0]), np.array([1]), spread)
+        plan.lean_probabilities(yhat, 3, exclude=np.array([0, 1]))
+        return plan.hunt_shares[0], plan._spent_so_far()
+
+    assert share("projected", (4.8, 2.4, 16)) == (0.5, (0.0, 0.0, 1.0))  # run files before the control
+    assert share("realized", None) == (0.5, (0.0, 0.0, 1.0))
+    assert share("realized", (4.8, 2.4, 16)) == (0.0, (4.8, 16.0, 2.0))
+    assert share("realized", (0.8, 2.4, 16)) == (0.625, (0.8, 16.0, 1.0))
+    with pytest.raises(ValueError, match="lean-target control"):
+        DesignPlan("adaptive", np.zeros(8, int), np.zeros(8, int), np.ones(8, bool), lean_control="loose")
 
 
 def test_hunting_weights_spend_the_target_on_edges_predicted_wrong():

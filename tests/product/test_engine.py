@@ -196,6 +196,53 @@ def test_resume_extends_an_adaptive_run_keeping_its_rounds(tmp_path, countries, 
     longer.close()
 
 
+def test_a_lean_target_run_resumes_with_the_rounds_it_played(tmp_path, countries, sim_model):
+    # The lean target's control reads what the rounds played cost (their share of the
+    # interval's variance); a resume rebuilds it from the run file, so a run stopped after
+    # two rounds and resumed draws as the unbroken one, round for round.
+    kw = dict(budget=96, convergence=False, lean_target=0.1)
+    unbroken = make_run(countries, sim_model, store=tmp_path / "a.kgrun", **kw).finish()
+    run = make_run(countries, sim_model, store=tmp_path / "b.kgrun", **kw)
+    for summary in run.rounds():
+        if summary.round == 2:
+            break
+    run.close()
+    resumed = kgprobe.resume(tmp_path / "b.kgrun", sim_model)
+    assert_same_run(unbroken, resumed)
+    plan, again = unbroken.engine.design_plan, resumed.engine.design_plan
+    assert plan.played == again.played and plan.played[2] == 96
+    assert again.hunt_shares == plan.hunt_shares[2:]
+    # ±10 points leaves room in some rounds and not in others: the control is at work.
+    assert plan.hunt_shares == [0.0, 1.0, 1.0, 1.0, 0.0, 0.0]
+    # What the control counted is the interval's own variance: Σ m_t·s²_t = M²·se².
+    estimate = unbroken.estimates()["kg"]
+    assert plan.played[0] == pytest.approx(96**2 * estimate["se"] ** 2, rel=1e-9)
+    assert unbroken.config.lean_control == "realized"
+
+
+def test_a_lean_target_run_file_from_before_the_control_resumes_with_its_rule(tmp_path, countries, sim_model):
+    # A run file written before the control has no lean_control in its settings: its lean
+    # projected every round from the predictions alone, and a resume keeps that rule.
+    import json
+
+    from kgprobe.store import RunStore
+
+    run = make_run(countries, sim_model, store=tmp_path / "r.kgrun", budget=32, convergence=False,
+                   lean_target=0.1).finish()
+    assert run.engine.design_plan.played[2] == 32
+    run.close()
+    store = RunStore.open(tmp_path / "r.kgrun", writable=True)
+    recorded = json.loads(store.meta("config"))
+    assert recorded.pop("lean_control") == "realized"
+    store.set_meta("config", json.dumps(recorded))
+    store.close()
+    resumed = kgprobe.resume(tmp_path / "r.kgrun", sim_model, budget=64)
+    plan = resumed.engine.design_plan
+    assert resumed.config.lean_control == "projected" and plan.lean_control == "projected"
+    assert plan.played[2] == 64 and plan._spent_so_far() == (0.0, 0.0, 1.0)
+    resumed.close()
+
+
 def test_convergence_stops_the_run(countries, sim_model):
     # A huge tolerance converges as soon as the window is full: window 2 -> after round 3.
     run = make_run(countries, sim_model, budget=None, max_rounds=10, convergence=(2, 1.0)).finish()

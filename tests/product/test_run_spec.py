@@ -73,8 +73,9 @@ def test_defaults_schema_api_and_engine_come_from_the_table():
     for name in ("convergence", "store", "progress", "lazy", "listeners"):
         assert f"\n    {name}:\n" in kgprobe.probe.__doc__
     fields = {f.name: f for f in dataclasses.fields(EngineConfig)}
-    # Two fields are recorded but not settings: the PKG's Beta prior and the design's pacing.
-    assert set(run_spec.ENGINE_SETTINGS) == set(fields) - {"prior", "design_pacing"}
+    # Three fields are recorded but not settings: the PKG's Beta prior, the design's pacing
+    # and the lean target's control.
+    assert set(run_spec.ENGINE_SETTINGS) == set(fields) - {"prior", "design_pacing", "lean_control"}
     config = EngineConfig()
     for name in run_spec.ENGINE_SETTINGS:
         assert getattr(config, name) == run_spec.default(name), name
