@@ -134,6 +134,7 @@ def summarize(rows: dict[str, dict], baseline: str | None) -> dict:
 
 
 def handle(args) -> int:
+    from kgprobe import run_spec
     from kgprobe.errors import InputError
     from kgprobe.simulation.replay import sweep_graph
     from kgprobe.sweep import load_sweep
@@ -141,8 +142,10 @@ def handle(args) -> int:
     t0 = time.perf_counter()
     if args.runs < 1:
         raise InputError("--runs must be at least 1")
-    if args.lean_target is not None and not 0 < args.lean_target <= 1:
-        raise InputError(f"--lean-target must be a half-width in (0, 1], got {args.lean_target:g}")
+    # The setting's one range check, so the message is `kgprobe run`'s.
+    problem = run_spec.problem("lean_target", args.lean_target)
+    if problem:
+        raise InputError(f"the command line: {problem}")
     if args.min_edges < 2:
         raise InputError("--min-edges must be at least 2 (a replay needs two edges)")
     baseline = None if args.baseline == "none" else args.baseline

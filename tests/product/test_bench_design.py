@@ -133,7 +133,7 @@ def test_a_copied_built_sweep_finds_its_committed_kg_and_another_needs_its_graph
 @pytest.mark.parametrize("argv, message", [
     (["--truth", "default", "--min-edges", "600"], "no sweep has at least 600 edges"),
     (["--runs", "0"], "--runs must be at least 1"),
-    (["--lean-target", "0"], "--lean-target must be a half-width in (0, 1], got 0"),
+    (["--lean-target", "0"], "the command line: setting 'lean_target' must be a number > 0 and <= 1, not 0.0"),
     (["--truth", "no-such-sweep"], "no sweep 'no-such-sweep'"),
 ])
 def test_bad_input_is_a_clear_error(argv, message, capsys):
