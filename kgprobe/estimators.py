@@ -166,9 +166,14 @@ def probe_weights(pi, rounds, parts=None, num_rounds: int | None = None) -> np.n
     return np.where(lean, (k_l / k) / pi, (k_f / k) / pi + k_l / k)
 
 
+def _score_scale(omega, rnd, m_per_round, n_group) -> np.ndarray:
+    """What each design probe's residual y − ŷ is multiplied by in its score z: m_t·ω_i/N."""
+    return m_per_round[rnd] * omega / n_group
+
+
 def _z_scores(y, yhat, omega, rnd, in_group, m_per_round, mean_pred, n_group) -> np.ndarray:
     """z_i of the module docstring for the design probes (all arrays over design probes)."""
-    resid = np.where(in_group, (y - yhat) * m_per_round[rnd] * omega / n_group, 0.0)
+    resid = np.where(in_group, (y - yhat) * _score_scale(omega, rnd, m_per_round, n_group), 0.0)
     return mean_pred[rnd] + resid
 
 
@@ -273,9 +278,9 @@ def round_spread(correct, predicted, inclusion, parts, n_active: int) -> tuple[f
         return 0.0, 0.0, 0
     y = np.asarray(correct, dtype=np.float64)[d]
     yhat = np.asarray(predicted, dtype=np.float64)[d]
-    omega = probe_weights(np.asarray(inclusion, dtype=np.float64)[d], np.zeros(m, dtype=np.int64),
-                          np.asarray(parts)[d], 1)
-    scale = m * omega / float(n_active)
+    rnd = np.zeros(m, dtype=np.int64)
+    omega = probe_weights(np.asarray(inclusion, dtype=np.float64)[d], rnd, np.asarray(parts)[d], 1)
+    scale = _score_scale(omega, rnd, np.array([float(m)]), float(n_active))
     expected = float(np.sum(yhat * (1.0 - yhat) * scale * scale))
     realized = m * float(np.var((y - yhat) * scale, ddof=1)) if m > 1 else expected
     return realized, expected, m
