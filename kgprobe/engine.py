@@ -46,6 +46,7 @@ from kgprobe.kg.graph import KnowledgeGraph
 from kgprobe.models.base import LanguageModel
 from kgprobe.probes.base import Probe, ProbeTask, Verdict
 from kgprobe.probes.common import unnamed_active_edges
+from kgprobe.run_spec import RECORDED_BEFORE
 from kgprobe.sampling.base import Sampler
 from kgprobe.store import REPLAY_WINDOW_ENV, ProbeRecord, RoundRecord, RunStore, requests_sha
 
@@ -55,10 +56,6 @@ from kgprobe.store import REPLAY_WINDOW_ENV, ProbeRecord, RoundRecord, RunStore,
 DEFAULT_MAX_ROUNDS = 60
 
 
-#: Values of settings a run file written before the setting existed was played with
-#: (the table's default for a new run may differ).
-RECORDED_BEFORE: dict[str, Any] = {"prior_design": 0.0, "design": "uniform", "design_pacing": "early",
-                                   "lean_control": "projected"}
 
 
 @dataclass

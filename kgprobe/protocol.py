@@ -41,6 +41,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from kgprobe.run_spec import RECORDED_BEFORE
 from kgprobe.settings import RECORDED_WITHOUT
 
 #: Bumped when the meaning of a field changes.
@@ -208,6 +209,14 @@ def _design_text(design: Mapping[str, Any] | None) -> str:
         parts.append("stratified (uniform with stratum minimums)")
     if target:
         parts.append(f"--lean-target {target:g}")
+    # A rule of an older kgprobe, not what a new run uses: named, as compare lists it.
+    from kgprobe.engine import EngineConfig
+
+    pacing, control = design.get("pacing"), design.get("lean_control")
+    if pacing and pacing != EngineConfig.design_pacing:
+        parts.append(f"stratum minimums paced {pacing!r}")
+    if control and control != EngineConfig.lean_control:
+        parts.append(f"target control {control!r}")
     if share:
         parts.append(f"with --prior, {share:g} follows its predicted spread")
     if tilt:
@@ -218,9 +227,15 @@ def _design_text(design: Mapping[str, Any] | None) -> str:
 # -- building --------------------------------------------------------------------------------
 def _design_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     # How the design draws were made (kgprobe.sampling.design, design_draws): older run
-    # files have none of these keys and drew uniformly.
-    return {"name": config.get("design", "uniform"), "tilt": config.get("design_tilt", 0.0),
-            "prior_share": config.get("prior_design", 0.0), "lean_target": config.get("lean_target")}
+    # files have none of these keys and drew uniformly. The rules that are recorded but
+    # are not settings count only where they acted (stratum minimums: not in a uniform
+    # design; the lean target's control: only with a target), so runs that differ in a
+    # rule that did nothing are not listed as different.
+    name, target = config.get("design", "uniform"), config.get("lean_target")
+    return {"name": name, "tilt": config.get("design_tilt", 0.0), "prior_share": config.get("prior_design", 0.0),
+            "lean_target": target,
+            "pacing": None if name == "uniform" else config.get("design_pacing", RECORDED_BEFORE["design_pacing"]),
+            "lean_control": config.get("lean_control", RECORDED_BEFORE["lean_control"]) if target else None}
 
 
 def _config_fields(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -316,11 +331,12 @@ def protocol_of_store(store) -> dict[str, Any]:
     if isinstance(proto.get("sampler_options"), dict):  # older run files name some options differently or lack them
         proto["sampler_options"] = recorded_options(proto.get("sampler"), proto["sampler_options"])
     design = proto.get("design")
-    if isinstance(design, dict) and "name" not in design:
-        # Protocols written before the design's name was recorded: the run's settings hold it.
+    if isinstance(design, dict):
+        # Protocols written before the design's name, or its rules that are not settings,
+        # were recorded: the run's settings hold them.
         recorded = _design_fields(store.config)
-        design["name"] = recorded["name"]
-        design.setdefault("lean_target", recorded["lean_target"])
+        for key in ("name", "lean_target", "pacing", "lean_control"):
+            design.setdefault(key, recorded[key])
     return proto
 
 

@@ -174,7 +174,7 @@ SETTINGS: tuple[Setting, ...] = (
     # probabilities, a floor shared by every model with the same seed, a minimum of draws
     # for every predicate and subject group); stratified keeps uniform probabilities with
     # those minimums. Run files made before these designs resume with "uniform"
-    # (engine.RECORDED_BEFORE). docs/design.md has what each measured.
+    # (RECORDED_BEFORE, below). docs/design.md has what each measured.
     Setting("design", "adaptive", "str",
             "how design probes are drawn: adaptive (default) leans towards edges predicted wrong or uncertain, "
             "stratified keeps uniform probabilities, both give every predicate and subject group design "
@@ -253,6 +253,12 @@ BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 TOML_ALIASES: dict[str, str] = {a: s.name for s in SETTINGS for a in s.toml_aliases}
 #: The settings of :class:`kgprobe.engine.EngineConfig` that come from this table.
 ENGINE_SETTINGS: tuple[str, ...] = tuple(s.name for s in SETTINGS if s.engine)
+#: What a run file written before a field of :class:`kgprobe.engine.EngineConfig` was
+#: recorded was played with (a new run's value may differ): two settings of this table,
+#: and the design rules that are recorded but not settings (``design_pacing``,
+#: ``lean_control``). The engine resumes such files with these; their protocols show them.
+RECORDED_BEFORE: dict[str, Any] = {"prior_design": 0.0, "design": "uniform", "design_pacing": "early",
+                                   "lean_control": "projected"}
 
 
 def defaults() -> dict[str, Any]:

@@ -252,10 +252,19 @@ def _print_context(out, names, protocols) -> None:
     from kgprobe.protocol import CONTEXT_FIELDS, field_at
 
     rows = []
-    for field in CONTEXT_FIELDS:
-        values = [field_at(p, field) for p in protocols]
-        if len({json.dumps(v, sort_keys=True, default=str) for v in values}) > 1:
+
+    def differing(field, values):
+        if len({json.dumps(v, sort_keys=True, default=str) for v in values}) < 2:
+            return
+        if all(isinstance(v, dict) for v in values):
+            # A group of fields (the design, convergence): the keys that differ, one row each.
+            for key in sorted({k for v in values for k in v}):
+                differing(f"{field}.{key}", [v.get(key) for v in values])
+        else:
             rows.append((field, values))
+
+    for field in CONTEXT_FIELDS:
+        differing(field, [field_at(p, field) for p in protocols])
     if not rows:
         return
     out.print("what differs between the runs besides the measurement protocol:", markup=False)

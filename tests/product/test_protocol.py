@@ -60,7 +60,9 @@ def test_api_and_cli_resolve_to_the_same_protocol(countries, sim_model):
     b = build_protocol(EngineConfig.from_settings(api), countries, sim_model, "default", date="d")
     assert a == b
     # The design: adaptive, no lean target; with a prior, half of its probabilities follow it.
-    assert a["design"] == {"name": "adaptive", "tilt": 0.0, "prior_share": 0.5, "lean_target": None}
+    # The stratum minimums' pacing is recorded (not a setting); the target's control only with a target.
+    assert a["design"] == {"name": "adaptive", "tilt": 0.0, "prior_share": 0.5, "lean_target": None,
+                           "pacing": "capped", "lean_control": None}
     rows = dict(protocol_rows(a))
     assert rows["design"] == ("adaptive (uniform floor with stratum minimums, lean to edges predicted wrong or "
                               "uncertain); with --prior, 0.5 follows its predicted spread")
@@ -69,6 +71,13 @@ def test_api_and_cli_resolve_to_the_same_protocol(countries, sim_model):
     # Every part in one report cell of at most 160 characters.
     text = dict(protocol_rows(hunt))["design"]
     assert "uncertain); --lean-target 0.055; with --prior" in text and len(text) <= 160
+    assert (hunt["design"]["pacing"], hunt["design"]["lean_control"]) == ("capped", "realized")
+    # A run under the older rules names them: they are not what a new run does.
+    older = EngineConfig.from_settings({**api, "lean_target": 0.055, "prior_design": 0.0})
+    older.design_pacing, older.lean_control = "early", "projected"
+    assert dict(protocol_rows(build_protocol(older, countries, sim_model, "default", date="d")))["design"] == (
+        "adaptive (uniform floor with stratum minimums, lean to edges predicted wrong or uncertain); "
+        "--lean-target 0.055; stratum minimums paced 'early'; target control 'projected'")
     # An older run file's settings hold none of the keys: it drew uniformly.
     old = EngineConfig.from_settings(api).to_dict()
     del old["design_tilt"], old["prior_design"], old["design"], old["lean_target"]
@@ -273,6 +282,37 @@ def test_a_protocol_stored_before_the_design_was_named_takes_it_from_the_setting
     store.set_meta("protocol", json.dumps(proto))
     store.close()
     reopened = open_run(tmp_path / "old.kgrun")
-    assert reopened.protocol["design"] == {"tilt": 0.0, "prior_share": 0.5, "name": "adaptive", "lean_target": None}
+    assert reopened.protocol["design"] == {"tilt": 0.0, "prior_share": 0.5, "name": "adaptive", "lean_target": None,
+                                           "pacing": "capped", "lean_control": None}
     assert dict(protocol_rows(reopened.protocol))["design"].startswith("adaptive (uniform floor")
     reopened.close()
+
+
+def test_compare_lists_the_older_lean_control_of_a_run_file_that_predates_it(tmp_path, countries, sim_model, capsys):
+    # A lean-target run file written before the target's control was recorded: neither its
+    # settings nor its protocol hold lean_control; it was played with "projected" (and
+    # resumes with it). compare keeps the runs comparable (the design is context, not
+    # measurement) and lists the design of each, the rule that differs among them.
+    from kgprobe.store import RunStore
+
+    for name in ("old", "new"):
+        _run(tmp_path, name, countries, sim_model, lean_target=0.055).close()
+    store = RunStore.open(tmp_path / "old.kgrun", writable=True)
+    config, proto = store.config, json.loads(store.meta("protocol"))
+    del config["lean_control"], proto["design"]["lean_control"]
+    store.set_meta("config", json.dumps(config))
+    store.set_meta("protocol", json.dumps(proto))
+    store.close()
+    old, new = open_run(tmp_path / "old.kgrun"), open_run(tmp_path / "new.kgrun")
+    assert (old.protocol["design"]["lean_control"], new.protocol["design"]["lean_control"]) == ("projected", "realized")
+    assert protocol_differences(old.protocol, new.protocol) == []
+    assert dict(protocol_rows(old.protocol))["design"].endswith("--lean-target 0.055; target control 'projected'; "
+                                                               "with --prior, 0.5 follows its predicted spread")
+    old.close(), new.close()
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "old.kgrun"), str(tmp_path / "new.kgrun"), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert [p["design"]["lean_control"] for p in payload["protocols"]] == ["projected", "realized"]
+    assert main(["compare", str(tmp_path / "old.kgrun"), str(tmp_path / "new.kgrun")]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"\n design.lean_control\s+projected\s+realized *\n", text)
