@@ -6,7 +6,8 @@ committed sweep (the embedded KG's and those of user-built KGs in ``kgprobe/swee
 with at least ``--min-edges`` edges as ``--runs`` runs at the run defaults, 256 queries
 (:func:`kgprobe.simulation.coverage.efficiency_fields`), and on the same seeds as runs with
 ``--design uniform`` (the baseline, a simple random sample); ``--lean-target`` replays the
-default runs with that setting. Per sweep: the KG interval's
+default runs with that setting, ``--sampler`` both with another sampler (whose estimates
+are the predictions the design leans on and the estimators use). Per sweep: the KG interval's
 ``coverage`` and mean ``ci_halfwidth``, ``srs_halfwidth`` (simple random sampling at that
 accuracy), ``weak_share`` (probes on edges the model gets wrong more often than not), the
 least covered predicate's coverage (a predicate without an interval counts as a miss), the
@@ -39,6 +40,9 @@ def register(subparsers) -> None:
                         help="skip sweeps with fewer edges (default 100, the bars' own limit)")
     parser.add_argument("--lean-target", type=float, default=None, metavar="HALF_WIDTH",
                         help="replay the default runs with this --lean-target (default: off, as a default run)")
+    parser.add_argument("--sampler", default=None, metavar="NAME",
+                        help="replay the runs (default and baseline) with this sampler, whose estimates the "
+                             "design leans on (default: the run default's)")
     parser.add_argument("--baseline", default="uniform", choices=("uniform", "stratified", "none"),
                         help="the design replayed beside the default on the same seeds (default uniform)")
     parser.set_defaults(func=handle)
@@ -68,14 +72,15 @@ def _item(truth: str, graph) -> tuple[str, object, object]:
     return truth, truth, graph
 
 
-def sweep_row(sweep, kg, *, runs: int, seed: int, baseline: str | None, lean_target: float | None = None) -> dict:
-    """One sweep's figures at run defaults (with ``lean_target``, if given) and, on the same
-    seeds, with the ``baseline`` design."""
+def sweep_row(sweep, kg, *, runs: int, seed: int, baseline: str | None, lean_target: float | None = None,
+              sampler: str | None = None) -> dict:
+    """One sweep's figures at run defaults (with ``lean_target`` and ``sampler``, if given)
+    and, on the same seeds and with the same sampler, with the ``baseline`` design."""
     from kgprobe.simulation.coverage import efficiency_fields
 
     def fields(design):
         f = efficiency_fields(sweep, kg=kg, runs=runs, seed=seed, design=design,
-                              lean_target=lean_target if design is None else None)
+                              lean_target=lean_target if design is None else None, sampler=sampler)
         return {k: f[k] for k in ("coverage", "ci_halfwidth", "srs_halfwidth", "design_effect", "weak_share")} | {
             "predicate_coverage_min": f["predicate_coverage"]["min"], "frontier": f["ideal_frontier"]}
 
@@ -136,6 +141,7 @@ def summarize(rows: dict[str, dict], baseline: str | None) -> dict:
 def handle(args) -> int:
     from kgprobe import run_spec
     from kgprobe.errors import InputError
+    from kgprobe.simulation.coverage import run_defaults
     from kgprobe.simulation.replay import sweep_graph
     from kgprobe.sweep import load_sweep
 
@@ -146,6 +152,10 @@ def handle(args) -> int:
     problem = run_spec.problem("lean_target", args.lean_target)
     if problem:
         raise InputError(f"the command line: {problem}")
+    if args.sampler is not None:
+        from kgprobe.settings import sampler_class
+
+        sampler_class(args.sampler)  # an unknown name fails here, before any replay
     if args.min_edges < 2:
         raise InputError("--min-edges must be at least 2 (a replay needs two edges)")
     baseline = None if args.baseline == "none" else args.baseline
@@ -164,7 +174,8 @@ def handle(args) -> int:
         if sweep.num_edges < args.min_edges:
             skipped.append(name)
             continue
-        row = sweep_row(sweep, kg, runs=args.runs, seed=args.seed, baseline=baseline, lean_target=args.lean_target)
+        row = sweep_row(sweep, kg, runs=args.runs, seed=args.seed, baseline=baseline, lean_target=args.lean_target,
+                        sampler=args.sampler)
         rows[name] = row
         r = row["run_defaults"]
         se = math.sqrt(r["coverage"] * (1 - r["coverage"]) / args.runs)
@@ -178,7 +189,7 @@ def handle(args) -> int:
     if not rows:
         raise InputError(f"no sweep has at least {args.min_edges} edges (--min-edges); skipped: {', '.join(skipped)}")
     out = {"bench": "design", "runs": args.runs, "seed": args.seed, "budget": 256, "baseline": baseline,
-           "lean_target": args.lean_target,
+           "lean_target": args.lean_target, "sampler": args.sampler or run_defaults()["sampler"],
            "summary": summarize(rows, baseline), "skipped": skipped, "sweeps": rows,
            "seconds": round(time.perf_counter() - t0, 1)}
     print(json.dumps(out))

@@ -388,7 +388,8 @@ def weak_share_frontier(theta, budget: int, *, weak_share: float = FRONTIER_WEAK
 
 
 def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 0, kg=None,
-                      design: str | None = None, lean_target: float | None = None) -> dict:
+                      design: str | None = None, lean_target: float | None = None,
+                      sampler: str | None = None) -> dict:
     """The keys ``kgprobe bench efficiency --truth`` adds to its JSON line (run defaults, 256 queries).
 
     ``coverage`` and ``ci_halfwidth`` (mean) of the reported KG interval; ``predicate_coverage``:
@@ -397,13 +398,21 @@ def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 
     half-width in a best-case model, and the weak share it reaches at ±6 points
     (:func:`weak_share_frontier`). ``design``: another design than the run default's
     (``uniform``: what ``kgprobe run --design uniform`` gives, on the same seeds);
-    ``lean_target``: a run's ``--lean-target`` instead of the default's.
+    ``lean_target``: a run's ``--lean-target`` instead of the default's; ``sampler``: a run's
+    ``--sampler`` (its estimates are the predictions), at its own defaults.
     """
     d = run_defaults()
+    if sampler is not None:
+        d["sampler"] = sampler
     if design is not None:
         d["design"] = design
     if lean_target is not None:
         d["lean_target"] = lean_target
+    from kgprobe.settings import option_specs, sampler_class
+
+    # As a run does: the design fraction goes to the samplers that take one.
+    if "design_fraction" not in option_specs(sampler_class(d["sampler"])):
+        d["design_fraction"] = None
     out = replay_coverage(sweep, sampler=d["sampler"], design_fraction=d["design_fraction"], batch=d["batch"],
                           propagation_weight=d["propagation_weight"], budget=budget, runs=runs, seed=seed, kg=kg,
                           tilt=d["design_tilt"], design=d["design"], lean_target=d["lean_target"])
