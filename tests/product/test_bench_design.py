@@ -78,7 +78,7 @@ def test_the_rows_are_the_coverage_study_at_run_defaults_and_uniform(capsys):
         assert row[key]["coverage"] == f["coverage"] and row[key]["ci_halfwidth"] == f["ci_halfwidth"]
         assert row[key]["weak_share"] == f["weak_share"]
     assert out["summary"]["sweeps"] == 1 and out["baseline"] == "uniform" and out["lean_target"] is None
-    assert out["sampler"] == "focus"  # the run default's
+    assert out["sampler"] == "margin-focus"  # the run default's
 
 
 def test_a_lean_target_replays_the_default_runs_with_it(capsys):
@@ -94,14 +94,14 @@ def test_a_lean_target_replays_the_default_runs_with_it(capsys):
 def test_another_sampler_replays_both_designs_with_its_estimates(capsys):
     # --sampler: the sampler's estimates are the predictions the design leans on and the
     # estimators use; the baseline is replayed with the same sampler.
-    assert main(["bench", "design", "--truth", "gemma3-270m", "--runs", "3", "--sampler", "margin-focus"]) == 0
+    assert main(["bench", "design", "--truth", "gemma3-270m", "--runs", "3", "--sampler", "focus"]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     sweep = load_sweep("gemma3-270m")
     row = out["sweeps"]["gemma3-270m"]
     for key, design in (("run_defaults", None), ("uniform", "uniform")):
-        f = efficiency_fields(sweep, runs=3, design=design, sampler="margin-focus")
+        f = efficiency_fields(sweep, runs=3, design=design, sampler="focus")
         assert (row[key]["ci_halfwidth"], row[key]["weak_share"]) == (f["ci_halfwidth"], f["weak_share"])
-    assert out["sampler"] == "margin-focus"
+    assert out["sampler"] == "focus"
     assert row["run_defaults"]["ci_halfwidth"] != efficiency_fields(sweep, runs=3)["ci_halfwidth"]
     # A sampler that takes no design fraction gets none, as in a run (it would be refused).
     assert main(["bench", "design", "--truth", "default", "--runs", "1", "--sampler", "uniform",

@@ -46,15 +46,16 @@ def test_api_and_cli_resolve_to_the_same_protocol(countries, sim_model):
     assert (cli["kg"], cli["model"], cli["out"]) == (api["kg"], api["model"], api["out"]) == \
         ("countries", "default", "runs")
     cfg = EngineConfig.from_settings(api)
-    assert (cfg.budget, cfg.batch_size, cfg.method, cfg.sampler, cfg.seed) == (256, 32, "zp-lke", "focus", 0)
+    assert (cfg.budget, cfg.batch_size, cfg.method, cfg.sampler, cfg.seed) == (256, 32, "zp-lke", "margin-focus", 0)
     # Every option is recorded, 20 x 19 for ZP-LKE; the design fraction sits among the sampler's.
     assert {k: cfg.probe_options[k] for k in ("num_examples", "num_distractors", "fixed_examples",
                                               "example_seed")} == \
         {"num_examples": 20, "num_distractors": 19, "fixed_examples": False, "example_seed": 0}
-    from kgprobe.sampling.focus import FocusSampler
+    from kgprobe.sampling.margin import MarginFocusSampler
     from kgprobe.settings import RUN_DEFAULTS
 
-    assert cfg.sampler_options == {**_class_defaults(FocusSampler), "design_fraction": RUN_DEFAULTS["design_fraction"]}
+    assert cfg.sampler_options == {**_class_defaults(MarginFocusSampler),
+                                   "design_fraction": RUN_DEFAULTS["design_fraction"]}
     # The protocols built from the two (same model, same KG) differ in nothing but the date.
     a = build_protocol(EngineConfig.from_settings(cli), countries, sim_model, "default", date="d")
     b = build_protocol(EngineConfig.from_settings(api), countries, sim_model, "default", date="d")
