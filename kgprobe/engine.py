@@ -56,8 +56,6 @@ from kgprobe.store import REPLAY_WINDOW_ENV, ProbeRecord, RoundRecord, RunStore,
 DEFAULT_MAX_ROUNDS = 60
 
 
-
-
 @dataclass
 class EngineConfig:
     """Everything that determines a run besides the KG and the model.

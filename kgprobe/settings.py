@@ -106,6 +106,11 @@ def probe_class(method: str):
         raise InputError(f"unknown probe method {method!r}; choose one of: {', '.join(PROBES)}") from None
 
 
+def takes_design_fraction(sampler: str) -> bool:
+    """Whether the sampler takes a ``design_fraction`` (a run hands it the setting only then)."""
+    return "design_fraction" in option_specs(sampler_class(sampler))
+
+
 def sampler_class(sampler: str):
     from kgprobe.sampling import SAMPLERS
 
@@ -221,7 +226,7 @@ def resolve_run_settings(
 
     sampler_given = current_option_names(settings["sampler_options"], warn=origin["sampler_options"])
     if settings["design_fraction"] is not None and "design_fraction" not in sampler_given \
-            and "design_fraction" in option_specs(sampler_class(settings["sampler"])):
+            and takes_design_fraction(settings["sampler"]):
         sampler_given["design_fraction"] = settings["design_fraction"]
     settings["sampler_options"] = merge_options("sampler", settings["sampler"], sampler_given,
                                                 source=origin["sampler_options"])

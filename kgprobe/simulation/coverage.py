@@ -408,10 +408,10 @@ def efficiency_fields(sweep, *, runs: int = 200, budget: int = 256, seed: int = 
         d["design"] = design
     if lean_target is not None:
         d["lean_target"] = lean_target
-    from kgprobe.settings import option_specs, sampler_class
+    from kgprobe.settings import takes_design_fraction
 
     # As a run does: the design fraction goes to the samplers that take one.
-    if "design_fraction" not in option_specs(sampler_class(d["sampler"])):
+    if not takes_design_fraction(d["sampler"]):
         d["design_fraction"] = None
     out = replay_coverage(sweep, sampler=d["sampler"], design_fraction=d["design_fraction"], batch=d["batch"],
                           propagation_weight=d["propagation_weight"], budget=budget, runs=runs, seed=seed, kg=kg,
