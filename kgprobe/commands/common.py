@@ -253,9 +253,10 @@ def print_outcome(run, *, quiet: bool = False) -> None:
     t = Table()
     t.add_column("metric")
     t.add_column("value", justify="right")
-    t.add_row("win rate", f"{m.win_rate:.1%}")
-    t.add_row("zero-sense rate", f"{m.zero_sense_rate:.1%}")
-    t.add_row("all-sense rate", f"{m.all_sense_rate:.1%}")
+    # The three rates describe the edges the sampler chose, not the KG: the rows say so.
+    t.add_row("win rate (probed edges)", f"{m.win_rate:.1%}")
+    t.add_row("zero-sense rate (probed edges)", f"{m.zero_sense_rate:.1%}")
+    t.add_row("all-sense rate (probed edges)", f"{m.all_sense_rate:.1%}")
     t.add_row("probed edges", str(m.probed_edges))
     t.add_row("KG accuracy (unbiased, 95% CI)", est_txt)
     from kgprobe.baselines import baseline_text, dominated

@@ -136,6 +136,11 @@ def test_report_json_has_a_baseline_for_every_probed_predicate(tmp_path, capsys)
         print_outcome(run)
     out = capsys.readouterr().out
     assert re.search(r"no-knowledge baseline \(chance / majority / null\)\s+│\s+50\.0% / 33\.3% / –", out)
+    # Edge 0 right once, edge 2 wrong once: the rates are over these two probed edges, and say so.
+    assert re.search(r"win rate \(probed edges\)\s+│\s+50\.0%", out)
+    assert re.search(r"zero-sense rate \(probed edges\)\s+│\s+50\.0%", out)
+    assert re.search(r"all-sense rate \(probed edges\)\s+│\s+50\.0%", out)
+    assert re.search(r"│ probed edges\s+│\s+2 │", out)
     # The predicate's accuracy with its interval: this run file has no stored predictions, so
     # it is model-based (marked *): Jeffreys Beta(1/2 + 1, 1/2 + 1) for 1 right of 2, whose
     # 2.5 % and 97.5 % quantiles are 0.061 and 0.939.
