@@ -109,6 +109,10 @@ def open_source(source: str) -> SelectSource:
     raise InputError(f"unknown KG source {source!r}: give 'embedded', 'embedded:countries', or a SPARQL endpoint URL")
 
 
+class SeedAmbiguityWarning(UserWarning):
+    """A seed label matched several entities that label and sitelinks do not tell apart."""
+
+
 _ID_RE = re.compile(r"^(Q\d+|geonames:\d+|kgprobe:\S+|<[^<>\s]+>)$")
 
 
@@ -225,14 +229,17 @@ class _Builder:
         if by_label:
             values = " ".join(literal_id(s.strip(), lang=self.o.lang) for s in by_label)
             best: dict[str, tuple] = {}
+            tied: dict[str, set[str]] = {}
             for row in self.src.select(render_query("resolve_labels", names=values)):
                 name, entity = row["name"].value, row["entity"].id
                 sitelinks = int(float(row["sitelinks"].value)) if "sitelinks" in row else -1
-                # prefer labels over aliases, then the best-known, then the lowest id
-                key = (row["how"].value != "label", -sitelinks, _id_order(entity))
-                if name not in best or key < best[name][0]:
-                    best[name] = (key, entity)
-            resolved = {name: v[1] for name, v in best.items()}
+                # prefer labels over aliases, then the best-known (sitelinks, on Wikidata)
+                key = (row["how"].value != "label", -sitelinks)
+                if name not in best or key < best[name]:
+                    best[name], tied[name] = key, {entity}
+                elif key == best[name]:
+                    tied[name].add(entity)
+            resolved = self._settle_ties(tied)
         self.resolved_labels = resolved
         for s in seeds:
             s = s.strip()
@@ -254,6 +261,38 @@ class _Builder:
                     f"seed {s} is unknown at {self.src.endpoint} (no {self.o.lang!r} label); check the id"
                 )
         return list(dict.fromkeys(ids))
+
+    def _settle_ties(self, tied: dict[str, set[str]]) -> dict[str, str]:
+        """The entity each seed name stands for, among those it matches equally well.
+
+        Where a label and sitelinks leave several entities (a local server or the embedded
+        store have no sitelinks: "Venezuela" is a country and a town in Cuba there), the one
+        with the most direct claims, then the lowest id; the choice is named in a warning
+        with the others, so a user who meant another passes its id.
+        """
+        import warnings
+
+        several = sorted({e for ents in tied.values() if len(ents) > 1 for e in ents if _sparql_safe(e)})
+        claims: dict[str, int] = {}
+        for chunk in self._chunks(several):
+            q = render_query("entity_claims", entities=" ".join(sparql_term(e) for e in chunk))
+            for row in self.src.select(q):
+                claims[row["entity"].id] = int(float(row["claims"].value))
+        out: dict[str, str] = {}
+        for name, ents in tied.items():
+            ranked = sorted(ents, key=lambda e: (-claims.get(e, 0), _id_order(e)))
+            out[name] = ranked[0]
+            if len(ranked) > 1:
+                self.fetch_names(ranked)
+                described = [f"{e} ({self.names[e].description or 'no description'}; {claims.get(e, 0)} claims)"
+                             for e in ranked]
+                for e in ranked[1:]:
+                    del self.names[e]  # named for the message only; the walk fetches them again if it meets them
+                warnings.warn(f"seed {name!r} matches {len(ranked)} entities equally well at {self.src.endpoint}; "
+                              f"using {described[0]}, the one with the most claims; the others: "
+                              f"{', '.join(described[1:])}; pass an id as the seed to choose another",
+                              SeedAmbiguityWarning, stacklevel=2)
+        return out
 
     # -- the build -------------------------------------------------------------------
     def run(self, seeds: Sequence[str]) -> KnowledgeGraph:

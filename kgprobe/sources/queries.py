@@ -27,6 +27,7 @@ QUERY_NAMES = (
     "true_objects",
     "candidate_objects",
     "resolve_labels",
+    "entity_claims",
     "label_languages",
 )
 

@@ -113,3 +113,28 @@ def test_bad_options(countries_store):
         build_kg(countries_store, [])
     with pytest.raises(InputError, match="unknown KG source 'ftp://x'"):
         build_kg("ftp://x", ["Q142"])
+
+
+def test_a_seed_label_of_several_entities_takes_the_best_described_and_says_so():
+    # In the geo data "Venezuela" labels two GeoNames entities and there are no sitelinks to
+    # tell them apart: the country (geonames:3625428, 13 direct claims in the data file:
+    # P1082, P1549, P30, P31, P361, P36, P37, P421, P474, three P47 and P78) and a town in
+    # Cuba (geonames:3534432, 3: P17, P31, P421), which the lower id used to pick. Over the
+    # real oxigraph server, as against Wikidata.
+    from kgprobe.kg.build import SeedAmbiguityWarning
+    from kgprobe.sources.oxigraph_server import OxigraphServer
+    from kgprobe.sources.sparql import SparqlClient
+
+    with OxigraphServer("geo") as server:
+        with pytest.warns(SeedAmbiguityWarning) as caught:
+            kg = build_kg(SparqlClient(server.query_url, cache=False), ["Venezuela", "Q142"], hops=1,
+                          per_hop_limit=5, candidate_limit=0)
+    assert kg.metadata["resolved_labels"] == {"Venezuela": "geonames:3625428"}
+    assert kg.metadata["seeds"] == ["geonames:3625428", "Q142"]
+    [w] = caught
+    assert str(w.message) == (
+        f"seed 'Venezuela' matches 2 entities equally well at {server.query_url}; using geonames:3625428 "
+        "(country or territory in Latin America and the Caribbean; 13 claims), the one with the most claims; "
+        "the others: geonames:3534432 (city in Cuba; 3 claims); pass an id as the seed to choose another")
+    # The town was named for the message only: it is no entity of the KG.
+    assert "geonames:3534432" not in kg.entity_ids

@@ -30,6 +30,7 @@ QUERIES = {
     "true_objects": dict(pairs=f"(<{WD}Q142> <{WDT}P47>) (<{WD}Q17> <{WDT}P36>)", lang="en"),
     "candidate_objects": dict(predicate=f"<{WDT}P38>", lang="en", salt="kgprobe-0"),
     "resolve_labels": dict(names='"France"@en "Nippon"@en'),
+    "entity_claims": dict(entities=f"<{WD}Q142> <{WD}Q183> <urn:kgprobe:currency:EUR>"),
     "label_languages": dict(entities=f"<{WD}Q142> <{WD}Q183>"),
 }
 
