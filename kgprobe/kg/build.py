@@ -267,7 +267,7 @@ class _Builder:
 
         Where a label and sitelinks leave several entities (a local server or the embedded
         store have no sitelinks: "Venezuela" is a country and a town in Cuba there), the one
-        with the most direct claims, then the lowest id; the choice is named in a warning
+        with the most direct claims, then the lowest id (:func:`_id_order`); the choice is named in a warning
         with the others, so a user who meant another passes its id.
         """
         import warnings
@@ -283,13 +283,16 @@ class _Builder:
             ranked = sorted(ents, key=lambda e: (-claims.get(e, 0), _id_order(e)))
             out[name] = ranked[0]
             if len(ranked) > 1:
+                most = claims.get(ranked[0], 0) > claims.get(ranked[1], 0)
                 self.fetch_names(ranked)
                 described = [f"{e} ({self.names[e].description or 'no description'}; {claims.get(e, 0)} claims)"
                              for e in ranked]
                 for e in ranked[1:]:
                     del self.names[e]  # named for the message only; the walk fetches them again if it meets them
                 warnings.warn(f"seed {name!r} matches {len(ranked)} entities equally well at {self.src.endpoint}; "
-                              f"using {described[0]}, the one with the most claims; the others: "
+                              f"using {described[0]}, "
+                              f"{'the one with the most claims' if most else 'the lowest id of those with the most claims'}"
+                              f"; the others: "
                               f"{', '.join(described[1:])}; pass an id as the seed to choose another",
                               SeedAmbiguityWarning, stacklevel=2)
         return out
@@ -442,8 +445,13 @@ def _sparql_safe(entity_id: str) -> bool:
 
 
 def _id_order(entity_id: str) -> tuple:
+    """QIDs first, then ids that end in a number (geonames:935225 before geonames:2978771),
+    each by that number, then the rest by text."""
     m = re.match(r"^Q(\d+)$", entity_id)
-    return (0, int(m.group(1)), "") if m else (1, 0, entity_id)
+    if m:
+        return (0, "", int(m.group(1)), "")
+    m = re.match(r"^(.*?)(\d+)$", entity_id)
+    return (1, m.group(1), int(m.group(2)), "") if m else (2, "", 0, entity_id)
 
 
 def build_kg(

@@ -138,3 +138,21 @@ def test_a_seed_label_of_several_entities_takes_the_best_described_and_says_so()
         "the others: geonames:3534432 (city in Cuba; 3 claims); pass an id as the seed to choose another")
     # The town was named for the message only: it is no entity of the KG.
     assert "geonames:3534432" not in kg.entity_ids
+    # "Halle": a city in Belgium and one in Germany, 3 direct claims each (P17, P31, P421 in
+    # the data file): the lower GeoNames number, compared as a number, and the warning says so.
+    with OxigraphServer("geo") as server:
+        with pytest.warns(SeedAmbiguityWarning) as caught:
+            kg = build_kg(SparqlClient(server.query_url, cache=False), ["Halle"], hops=1, per_hop_limit=5,
+                          candidate_limit=0)
+    assert kg.metadata["resolved_labels"] == {"Halle": "geonames:2796696"}
+    assert str(caught[0].message) == (
+        f"seed 'Halle' matches 2 entities equally well at {server.query_url}; using geonames:2796696 "
+        "(city in Belgium; 3 claims), the lowest id of those with the most claims; the others: "
+        "geonames:2911520 (city in Germany; 3 claims); pass an id as the seed to choose another")
+
+
+def test_ids_order_qids_first_then_by_their_number():
+    from kgprobe.kg.build import _id_order
+
+    ids = ["geonames:2978771", "Q142", "kgprobe:currency:EUR", "geonames:935225", "Q17"]
+    assert sorted(ids, key=_id_order) == ["Q17", "Q142", "geonames:935225", "geonames:2978771", "kgprobe:currency:EUR"]
