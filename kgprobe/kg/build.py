@@ -34,6 +34,7 @@ Choices the paper leaves open, made here:
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol, Sequence
 
@@ -267,11 +268,9 @@ class _Builder:
 
         Where a label and sitelinks leave several entities (a local server or the embedded
         store have no sitelinks: "Venezuela" is a country and a town in Cuba there), the one
-        with the most direct claims, then the lowest id (:func:`_id_order`); the choice is named in a warning
-        with the others, so a user who meant another passes its id.
+        with the most direct claims, then the lowest id (:func:`_id_order`); the choice is
+        named in a warning with the others, so a user who meant another passes its id.
         """
-        import warnings
-
         several = sorted({e for ents in tied.values() if len(ents) > 1 for e in ents if _sparql_safe(e)})
         claims: dict[str, int] = {}
         for chunk in self._chunks(several):
@@ -283,17 +282,16 @@ class _Builder:
             ranked = sorted(ents, key=lambda e: (-claims.get(e, 0), _id_order(e)))
             out[name] = ranked[0]
             if len(ranked) > 1:
-                most = claims.get(ranked[0], 0) > claims.get(ranked[1], 0)
+                why = ("the one with the most claims" if claims.get(ranked[0], 0) > claims.get(ranked[1], 0)
+                       else "the lowest id of those with the most claims")
                 self.fetch_names(ranked)
                 described = [f"{e} ({self.names[e].description or 'no description'}; {claims.get(e, 0)} claims)"
                              for e in ranked]
                 for e in ranked[1:]:
                     del self.names[e]  # named for the message only; the walk fetches them again if it meets them
                 warnings.warn(f"seed {name!r} matches {len(ranked)} entities equally well at {self.src.endpoint}; "
-                              f"using {described[0]}, "
-                              f"{'the one with the most claims' if most else 'the lowest id of those with the most claims'}"
-                              f"; the others: "
-                              f"{', '.join(described[1:])}; pass an id as the seed to choose another",
+                              f"using {described[0]}, {why}; the others: {', '.join(described[1:])}; "
+                              "pass an id as the seed to choose another",
                               SeedAmbiguityWarning, stacklevel=2)
         return out
 
