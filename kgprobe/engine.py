@@ -500,7 +500,7 @@ class Engine:
         # model-assisted estimators correct (kgprobe.estimators).
         right, predictions = self._predictions()
         from kgprobe.sampling.design_draws import round_design_weights
-        from kgprobe.sampling.design import design_columns, rounds_to_come
+        from kgprobe.sampling.design import design_columns, rounds_to_come, with_expected_draws
 
         # The design share of the batch, always drawn with known probabilities: the run's
         # stratified or adaptive design (kgprobe.sampling.design; its own generators, so the
@@ -520,6 +520,7 @@ class Engine:
             edges = np.asarray(selection.edges, dtype=np.int64)
             in_design = np.asarray(selection.design, dtype=bool)
             inclusion, parts = design_columns(self.pkg, edges, in_design)
+            predictions = with_expected_draws(predictions, getattr(self.pkg, "design", None), self._labels)
         finally:
             self.pkg.design_weights = None
             self.pkg.design = None

@@ -44,7 +44,9 @@ that keeps its coverage near 0 and 1, where the normal one does not.
 
 Predicates and entity groups. The ratio (Hájek) estimate of :func:`hajek_estimate`: the
 design-weighted share of right answers among the group's design probes, always in
-[0, 1], with a Korn–Graubard (Clopper–Pearson at the effective sample size) interval. A
+[0, 1], each round weighed by the draws it expected in the group
+(:func:`group_probe_weights`), with a Korn–Graubard (Clopper–Pearson at the effective
+sample size) interval. A
 group with fewer than :data:`MIN_DESIGN_PROBES` design probes gets no number (basis
 :data:`TOO_FEW`). Only a run without any design probe falls back on **model-based**
 Jeffreys intervals from the group's probes, which are right only if the probed edges
@@ -322,12 +324,56 @@ def design_scores(table: ProbeTable, mask: np.ndarray | None = None) -> np.ndarr
 
 
 
-def hajek_estimate(y, omega, rounds, in_group, *, n_group: int, confidence: float = 0.95) -> GroupEstimate:
+def group_probe_weights(table: ProbeTable, kind: str, group: str) -> np.ndarray:
+    """Each design probe's weight ``a_i`` in ``group``'s ratio estimate (:func:`hajek_estimate`).
+
+    A round's design estimates the group's total and size without bias, and a ratio of
+    rounds' estimates summed with weights fixed before each round's answers stays
+    consistent; the weights only decide how noisy it is. Where the run recorded each
+    round's expected draws in the group (:func:`kgprobe.sampling.design.with_expected_draws`:
+    ``e_F`` of the floor, ``e_L`` of the lean given the floor), each part of a round is
+    weighed by them::
+
+        a_i = e_F/π_i + e_L   (floor probe),   a_i = e_L/π_i   (lean probe),
+
+    so a draw weighs about the group's size whichever round made it: a round whose draw
+    reached a small predicate with a small π counts as the fraction of a draw it expected.
+    For the whole KG ``e_F`` and ``e_L`` are the round's floor and lean draws and this is
+    ``m_t·ω_i`` (:func:`probe_weights`), the KG estimate's weight. Runs without them (the
+    uniform design, files written before they were recorded): ``m_t·ω_i`` for every group.
+    """
+    d = table.design
+    rnd = table.round[d]
+    expected = _expected_draws(table, kind, group)
+    if expected is None:
+        m_t = np.bincount(rnd, minlength=len(table.round_means)).astype(np.float64)[rnd]
+        return m_t * table.design_weights()
+    pi = table.inclusion[d]
+    lean = np.zeros(pi.size, bool) if table.part is None else table.part[d] == 2
+    e_f, e_l = expected[rnd, 0], expected[rnd, 1]
+    return np.where(lean, e_l / pi, e_f / pi + e_l)
+
+
+def _expected_draws(table: ProbeTable, kind: str, group: str) -> np.ndarray | None:
+    """``(rounds, 2)``: the group's expected floor and lean draws per round, None unless every
+    round recorded them."""
+    rows = []
+    for means in table.round_means:
+        v = means.get(kind, {}).get(group)
+        if v is None or len(v) < 4:
+            return None
+        rows.append((float(v[2]), float(v[3])))
+    return np.asarray(rows, dtype=np.float64).reshape(-1, 2)
+
+
+def hajek_estimate(y, omega, rounds, in_group, *, n_group: int, confidence: float = 0.95,
+                   weights=None) -> GroupEstimate:
     """A group's accuracy as a ratio (Hájek) of design-weighted sums, with a Korn–Graubard interval.
 
     Arrays are over the run's design probes: outcomes ``y``, weights ``omega``
     (:func:`probe_weights`), 0-based ``rounds``, membership ``in_group``. With round
-    weights ``m_t`` (the round's design draws), probe i weighs ``a_i = m_t·ω_i`` and::
+    weights ``m_t`` (the round's design draws), probe i weighs ``a_i = m_t·ω_i``, or
+    ``weights`` when given (:func:`group_probe_weights`), and::
 
         Â_G = Σ_{i∈G} a_i·y_i / Σ_{i∈G} a_i
 
@@ -355,7 +401,13 @@ def hajek_estimate(y, omega, rounds, in_group, *, n_group: int, confidence: floa
     nan = float("nan")
     if h < MIN_DESIGN_PROBES:
         return GroupEstimate(nan, nan, nan, h, int(n_group), TOO_FEW, "too-few-design-probes")
-    p, e, a = _hajek_parts(y, omega, rnd, in_g)
+    if weights is None:
+        m_t = np.bincount(rnd, minlength=int(rnd.max()) + 1).astype(np.float64)[rnd]
+        weights = m_t * omega
+    a = np.asarray(weights, dtype=np.float64)
+    if a.shape != y.shape:
+        raise InputError("outcomes and probe weights need one value per design probe")
+    p, e = _hajek_parts(y, a, in_g)
     ag = a[in_g]
     total = float(ag.sum())
     m = y.size
@@ -369,14 +421,12 @@ def hajek_estimate(y, omega, rounds, in_group, *, n_group: int, confidence: floa
     return GroupEstimate(p, low, high, h, int(n_group), DESIGN, "hajek-korn-graubard", se, n_eff - 1, p)
 
 
-def _hajek_parts(y, omega, rnd, in_g) -> tuple[float, np.ndarray, np.ndarray]:
-    """``Â_G`` of :func:`hajek_estimate` (cut to [0, 1]), each design probe's linearized
-    deviation ``a_i·1_G·(y_i − Â)`` and the probe weights ``a_i = m_t·ω_i``."""
-    m_t = np.bincount(rnd, minlength=int(rnd.max()) + 1).astype(np.float64)[rnd]
-    a = m_t * omega
+def _hajek_parts(y, a, in_g) -> tuple[float, np.ndarray]:
+    """``Â_G`` of :func:`hajek_estimate` (cut to [0, 1]) from the probe weights ``a_i``, and
+    each design probe's linearized deviation ``a_i·1_G·(y_i − Â)``."""
     ag = a[in_g]
     p = min(1.0, max(0.0, float(np.dot(ag, y[in_g]) / float(ag.sum()))))
-    return p, np.where(in_g, a * (y - p), 0.0), a
+    return p, np.where(in_g, a * (y - p), 0.0)
 
 
 def hajek_scores(table: ProbeTable, kind: str, group: str) -> np.ndarray | None:
@@ -388,7 +438,8 @@ def hajek_scores(table: ProbeTable, kind: str, group: str) -> np.ndarray | None:
     in_g = np.asarray(table.labels[kind][d] == group, bool)
     if not in_g.any():
         return None
-    _, e, a = _hajek_parts(table.correct[d].astype(np.float64), table.design_weights(), table.round[d], in_g)
+    a = group_probe_weights(table, kind, group)
+    _, e = _hajek_parts(table.correct[d].astype(np.float64), a, in_g)
     return e / float(a[in_g].sum())
 
 
@@ -453,7 +504,8 @@ def group_estimates(table: ProbeTable, kind: str, *, confidence: float = 0.95,
     omega = table.design_weights()
     rnd = table.round[d]
     for g, n_g in table.group_sizes[kind].items():
-        out[g] = hajek_estimate(y, omega, rnd, labels == g, n_group=n_g, confidence=confidence)
+        out[g] = hajek_estimate(y, omega, rnd, labels == g, n_group=n_g, confidence=confidence,
+                                weights=group_probe_weights(table, kind, g))
     return out
 
 

@@ -352,6 +352,20 @@ def design_columns(pkg, edges: np.ndarray, in_design: np.ndarray) -> tuple[np.nd
     return inclusion, parts
 
 
+def with_expected_draws(means: dict, round_design: "RoundDesign | None", labels: dict) -> dict:
+    """A round's recorded group means, each ``(P̄, V̄)`` extended by the group's expected
+    floor and lean draws ``(e_F, e_L)`` (:meth:`RoundDesign.expected_draws`); unchanged
+    without a round design (the uniform design: its groups are weighed by the round's draws,
+    as before these were recorded). ``labels``: ``{kind: (label per edge, names)}``."""
+    if round_design is None:
+        return means
+    out = {}
+    for kind, groups in means.items():
+        expected = round_design.expected_draws(*labels[kind])
+        out[kind] = {g: [*v[:2], *expected.get(g, (0.0, 0.0))] for g, v in groups.items()}
+    return out
+
+
 class RoundDesign:
     """One round's design, set on the PKG (``pkg.design``) while the sampler selects.
 
@@ -366,10 +380,15 @@ class RoundDesign:
         self.floor_rng, self.lean_rng = floor_rng, lean_rng
         self._pi: dict[int, float] = {}
         self._part: dict[int, int] = {}
+        #: Every edge's inclusion probability in the floor and in the lean (the lean's given
+        #: the floor, 0 on floor edges) of the last :meth:`draw`; None before it.
+        self.floor_pi: np.ndarray | None = None
+        self.lean_pi: np.ndarray | None = None
 
     def draw(self, k: int) -> np.ndarray:
         plan = self.plan
         self._pi, self._part = {}, {}
+        self.floor_pi = self.lean_pi = np.zeros(plan.active.size)
         if k <= 0:
             return np.empty(0, dtype=np.int64)
         k_floor = k if plan.design != "adaptive" else int(math.ceil(plan.floor_share * k))
@@ -379,6 +398,7 @@ class RoundDesign:
         floor_minimums = 1.0 if plan.pacing == "early" else k_floor / k
         pi_f = plan.floor_probabilities(k_floor, self.rounds_left, share=floor_minimums)
         floor = draw_by_strata(pi_f, plan.predicate, self.floor_rng)
+        self.floor_pi = np.asarray(pi_f, dtype=np.float64)
         for e in floor.tolist():
             self._pi[e], self._part[e] = float(pi_f[e]), FLOOR
         k_lean = k - floor.size
@@ -387,12 +407,30 @@ class RoundDesign:
             pi_l = plan.lean_probabilities(self.predicted_right, k_lean, exclude=floor,
                                            rounds_left=self.rounds_left, share=1.0 - floor_minimums)
             lean = draw_systematic(pi_l, self.lean_rng, order=lean_layout(pi_l > 0, self.lean_rng))
+            self.lean_pi = np.asarray(pi_l, dtype=np.float64)
             for e in lean.tolist():
                 self._pi[e], self._part[e] = float(pi_l[e]), LEAN_PART
         return np.sort(np.concatenate([floor, lean])).astype(np.int64)
 
     def inclusion(self, edges: np.ndarray) -> np.ndarray:
         return np.asarray([self._pi[int(e)] for e in edges], dtype=np.float64)
+
+    def expected_draws(self, labels: np.ndarray, names) -> dict[str, tuple[float, float]]:
+        """``{name: (e_F, e_L)}``: each group's expected floor draws this round and its
+        expected lean draws given the floor (sums of the parts' π over the group's edges).
+
+        A group's ratio estimate weighs each round by them (:func:`kgprobe.estimators.group_probe_weights`):
+        both are fixed before the answers they weigh (the lean's once the floor is drawn, which
+        is all the lean's estimate is unbiased given), so the ratio stays consistent, and a
+        round that reached a small predicate by a rare draw no longer outweighs the rounds
+        that drew it by its minimum. Zeros when the round drew nothing (or before :meth:`draw`).
+        """
+        lab = np.asarray(labels, dtype=np.int64)
+        size = len(names)
+        zero = np.zeros(lab.size)
+        floor = np.bincount(lab, weights=zero if self.floor_pi is None else self.floor_pi, minlength=size)
+        lean = np.bincount(lab, weights=zero if self.lean_pi is None else self.lean_pi, minlength=size)
+        return {str(names[g]): (float(floor[g]), float(lean[g])) for g in range(size)}
 
     def parts(self, edges: np.ndarray) -> np.ndarray:
         return np.asarray([self._part[int(e)] for e in edges], dtype=np.int64)

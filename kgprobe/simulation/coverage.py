@@ -114,7 +114,8 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
     from kgprobe.kg.parameterized import ParameterizedKG
     from kgprobe.sampling import make_sampler
     from kgprobe.sampling.design_draws import UNTILTED_SAMPLERS
-    from kgprobe.sampling.design import DesignPlan, design_columns, rounds_to_come, run_design_draws
+    from kgprobe.sampling.design import (DesignPlan, design_columns, rounds_to_come, run_design_draws,
+                                          with_expected_draws)
 
     pkg = ParameterizedKG(setup["heads"], setup["tails"], setup["active"], predicates=setup["predicates"],
                           propagation_weight=propagation_weight)
@@ -149,6 +150,7 @@ def simulate_run(setup: dict, sweep, *, sampler: str, sampler_options: dict, bud
         sel = smp.select(pkg, n, rng)
         in_design = np.asarray(sel.design, bool)
         inclusion, part = design_columns(pkg, sel.edges, in_design)
+        means[-1] = with_expected_draws(means[-1], getattr(pkg, "design", None), setup["labels"])
         pkg.design_weights = None
         pkg.design = None
         ok = np.asarray(oracle.answer(sel.edges), dtype=bool)

@@ -31,7 +31,9 @@ What a run file holds (format version :data:`FORMAT_VERSION`):
     probes, the inclusion probability (``inclusion``; NULL otherwise). ``rounds.predictions``
     holds per predicate and entity group the mean prediction and mean predicted variance
     over the active edges before that round (JSON), which the estimators of
-    :mod:`kgprobe.estimators` need.
+    :mod:`kgprobe.estimators` need, and under a stratified or adaptive design the group's
+    expected floor and lean draws that round (two more numbers; files written before
+    them have two, and their groups' estimates weigh each round by its draws).
 
 ``checks``
     integrity (files written since kgprobe added it; meta ``integrity`` names the scheme):

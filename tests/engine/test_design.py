@@ -198,6 +198,53 @@ def test_hajek_estimate_and_korn_graubard_interval_by_hand():
     assert est.as_dict()["estimate"] is None and "raw" not in est.as_dict()
 
 
+def _two_round_table(means):
+    """Round 0 (one part): P1's edge drawn with π 0.5 (wrong), P2's with π 0.5 (right).
+    Round 1 (adaptive, one floor and one lean draw): P2's floor draw with π 0.9 (right),
+    P1's lean draw with π 0.05 (right)."""
+    from kgprobe.estimators import ProbeTable
+
+    labels = {"predicate": np.array(["P1", "P2", "P2", "P1"], dtype=object)}
+    return ProbeTable(np.array([False, True, True, True]), np.ones(4, bool), np.full(4, 0.5),
+                      np.array([0.5, 0.5, 0.9, 0.05]), np.array([0, 0, 1, 1]), labels, means,
+                      {"predicate": {"P1": 2, "P2": 8}}, part=np.array([FLOOR, FLOOR, FLOOR, LEAN_PART]))
+
+
+def test_a_predicate_weighs_each_round_by_the_draws_it_expected_there_by_hand():
+    from kgprobe.estimators import group_estimates, group_probe_weights
+
+    # Expected draws (e_F, e_L) per round: P1 1.0 and 0 in round 0, 0.1 and 0.1 in round 1.
+    means = [{"predicate": {"P1": (0.5, 0.25, 1.0, 0.0), "P2": (0.5, 0.25, 1.0, 0.0)}},
+             {"predicate": {"P1": (0.5, 0.25, 0.1, 0.1), "P2": (0.5, 0.25, 0.9, 0.9)}}]
+    table = _two_round_table(means)
+    # P1: round 0's floor probe 1.0/0.5 + 0 = 2, round 1's lean probe 0.1/0.05 = 2: the
+    # estimate is the plain share 1/2. Scores a(y − ½) = −1, 1 and 0, 0: s² = 2/3,
+    # v = 4·(2/3)/4² = 1/6, n* = ¼/(1/6) = 1.5 (Kish's is 4²/8 = 2), df 0.5.
+    assert group_probe_weights(table, "predicate", "P1")[[0, 3]] == pytest.approx([2.0, 2.0])
+    est = group_estimates(table, "predicate")["P1"]
+    assert est.estimate == pytest.approx(0.5) and est.df == pytest.approx(0.5)
+    # P2: 1.0/0.5 = 2 and 0.9/0.9 + 0.9 = 1.9.
+    assert group_probe_weights(table, "predicate", "P2")[[1, 2]] == pytest.approx([2.0, 1.9])
+    # Without the expected draws (files written before them) each round weighs its design
+    # draws, m = 2: the lean draw 2·(½)/0.05 = 20 against 2·(1/0.5) = 4, and P1's
+    # estimate is 20/24 — the rare draw of round 1 outweighs round 0's five times.
+    old = _two_round_table([{k: {g: v[:2] for g, v in m.items()} for k, m in r.items()} for r in means])
+    assert group_probe_weights(old, "predicate", "P1")[[0, 3]] == pytest.approx([4.0, 20.0])
+    assert group_estimates(old, "predicate")["P1"].estimate == pytest.approx(20 / 24)
+
+
+def test_for_the_whole_kg_the_expected_draws_give_the_kg_estimates_weights():
+    # One group holding every edge expects the round's own draws: (2, 0), then (1, 1).
+    from kgprobe.estimators import group_probe_weights
+
+    means = [{"predicate": {"all": (0.5, 0.25, 2.0, 0.0)}}, {"predicate": {"all": (0.5, 0.25, 1.0, 1.0)}}]
+    table = _two_round_table(means)
+    table.labels = {"predicate": np.array(["all"] * 4, dtype=object)}
+    m_t = np.array([2.0, 2.0, 2.0, 2.0])
+    assert group_probe_weights(table, "predicate", "all") == pytest.approx(m_t * table.design_weights())
+    assert group_probe_weights(table, "predicate", "all") == pytest.approx([4.0, 4.0, 1 / 0.9 + 1, 20.0])
+
+
 def test_differences_are_cut_to_what_is_possible():
     # Predicates: MOVER from each side's interval. A = 1.0 [0.4, 1.0], B = 0.0 [0, 0.6]:
     # below = hypot(0.6, 0.6) = 0.848528 -> low 0.151472; above = hypot(0, 0) = 0 -> high 1.

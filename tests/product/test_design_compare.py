@@ -42,6 +42,37 @@ def test_two_models_with_one_seed_share_the_floor_and_lean_their_own_way(two_run
     assert lean_a != lean_b
 
 
+def test_each_round_records_its_expected_floor_and_lean_draws_per_group(two_runs):
+    # Each predicate's and group's recorded means gain (e_F, e_L): the sums of the floor's
+    # and the lean's π over its edges. π sums to the part's draws, so over the predicates
+    # (or the groups) they add up to 12 floor and 20 lean draws a round; a predicate's
+    # ratio estimate weighs each probe by them (kgprobe.estimators.group_probe_weights).
+    from kgprobe.estimators import group_probe_weights, table_from_store
+
+    store = two_runs[0].store
+    preds = store.round_predictions()
+    assert sorted(preds) == [1, 2, 3, 4]
+    for r, means in preds.items():
+        for kind in ("predicate", "group"):
+            assert all(len(v) == 4 for v in means[kind].values())
+            assert sum(v[2] for v in means[kind].values()) == pytest.approx(12.0)
+            assert sum(v[3] for v in means[kind].values()) == pytest.approx(20.0)
+    # A probe's weight is e_F/π + e_L in the floor and e_L/π in the lean, from its own
+    # round's entry: checked on the first floor and the first lean probe of a predicate.
+    table = table_from_store(store)
+    d = table.design
+    pred = table.labels["predicate"][d]
+    name = str(pred[0])
+    a = group_probe_weights(table, "predicate", name)
+    rnd, part, pi = table.round[d], table.part[d], table.inclusion[d]
+    for code in (FLOOR, LEAN_PART):
+        hit = np.flatnonzero((pred == name) & (part == code))
+        if hit.size:
+            i = int(hit[0])
+            e_f, e_l = preds[int(rnd[i]) + 1]["predicate"][name][2:]
+            assert a[i] == pytest.approx(e_f / pi[i] + e_l if code == FLOOR else e_l / pi[i])
+
+
 LEAN_PAIRED = ("per-draw score differences, floor draws paired by edge and lean draws by systematic point "
                "(with-replacement, martingale CLT)")
 
