@@ -231,6 +231,10 @@ def test_a_predicate_weighs_each_round_by_the_draws_it_expected_there_by_hand():
     old = _two_round_table([{k: {g: v[:2] for g, v in m.items()} for k, m in r.items()} for r in means])
     assert group_probe_weights(old, "predicate", "P1")[[0, 3]] == pytest.approx([4.0, 20.0])
     assert group_estimates(old, "predicate")["P1"].estimate == pytest.approx(20 / 24)
+    # An old run resumed by this version has them for its later rounds only: every round
+    # is weighed the old way, not two scales mixed.
+    resumed = _two_round_table([old.round_means[0], means[1]])
+    assert group_probe_weights(resumed, "predicate", "P1")[[0, 3]] == pytest.approx([4.0, 20.0])
 
 
 def test_for_the_whole_kg_the_expected_draws_give_the_kg_estimates_weights():
