@@ -324,7 +324,13 @@ def design_scores(table: ProbeTable, mask: np.ndarray | None = None) -> np.ndarr
 
 
 
-def group_probe_weights(table: ProbeTable, kind: str, group: str) -> np.ndarray:
+def _round_draw_weights(omega: np.ndarray, rnd: np.ndarray, num_rounds: int | None = None) -> np.ndarray:
+    """``a_i = m_t·ω_i``: each design probe's weight with its round weighed by its design draws."""
+    size = num_rounds if num_rounds is not None else int(rnd.max()) + 1
+    return np.bincount(rnd, minlength=size).astype(np.float64)[rnd] * omega
+
+
+def group_probe_weights(table: ProbeTable, kind: str, group: str, omega: np.ndarray | None = None) -> np.ndarray:
     """Each design probe's weight ``a_i`` in ``group``'s ratio estimate (:func:`hajek_estimate`).
 
     A round's design estimates the group's total and size without bias, and a ratio of
@@ -340,14 +346,14 @@ def group_probe_weights(table: ProbeTable, kind: str, group: str) -> np.ndarray:
     reached a small predicate with a small π counts as the fraction of a draw it expected.
     For the whole KG ``e_F`` and ``e_L`` are the round's floor and lean draws and this is
     ``m_t·ω_i`` (:func:`probe_weights`), the KG estimate's weight. Runs without them (the
-    uniform design, files written before they were recorded): ``m_t·ω_i`` for every group.
+    uniform design, files written before they were recorded): ``m_t·ω_i`` for every group
+    (``omega``: the table's :meth:`ProbeTable.design_weights`, when already at hand).
     """
     d = table.design
     rnd = table.round[d]
     expected = _expected_draws(table, kind, group)
     if expected is None:
-        m_t = np.bincount(rnd, minlength=len(table.round_means)).astype(np.float64)[rnd]
-        return m_t * table.design_weights()
+        return _round_draw_weights(table.design_weights() if omega is None else omega, rnd, len(table.round_means))
     pi = table.inclusion[d]
     lean = np.zeros(pi.size, bool) if table.part is None else table.part[d] == 2
     e_f, e_l = expected[rnd, 0], expected[rnd, 1]
@@ -401,10 +407,7 @@ def hajek_estimate(y, omega, rounds, in_group, *, n_group: int, confidence: floa
     nan = float("nan")
     if h < MIN_DESIGN_PROBES:
         return GroupEstimate(nan, nan, nan, h, int(n_group), TOO_FEW, "too-few-design-probes")
-    if weights is None:
-        m_t = np.bincount(rnd, minlength=int(rnd.max()) + 1).astype(np.float64)[rnd]
-        weights = m_t * omega
-    a = np.asarray(weights, dtype=np.float64)
+    a = _round_draw_weights(omega, rnd) if weights is None else np.asarray(weights, dtype=np.float64)
     if a.shape != y.shape:
         raise InputError("outcomes and probe weights need one value per design probe")
     p, e = _hajek_parts(y, a, in_g)
@@ -505,7 +508,7 @@ def group_estimates(table: ProbeTable, kind: str, *, confidence: float = 0.95,
     rnd = table.round[d]
     for g, n_g in table.group_sizes[kind].items():
         out[g] = hajek_estimate(y, omega, rnd, labels == g, n_group=n_g, confidence=confidence,
-                                weights=group_probe_weights(table, kind, g))
+                                weights=group_probe_weights(table, kind, g, omega))
     return out
 
 

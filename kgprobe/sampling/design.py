@@ -381,9 +381,8 @@ class RoundDesign:
         self._pi: dict[int, float] = {}
         self._part: dict[int, int] = {}
         #: Every edge's inclusion probability in the floor and in the lean (the lean's given
-        #: the floor, 0 on floor edges) of the last :meth:`draw`; None before it.
-        self.floor_pi: np.ndarray | None = None
-        self.lean_pi: np.ndarray | None = None
+        #: the floor, 0 on floor edges) of the last :meth:`draw`; zeros before it.
+        self.floor_pi = self.lean_pi = np.zeros(plan.active.size)
 
     def draw(self, k: int) -> np.ndarray:
         plan = self.plan
@@ -427,9 +426,8 @@ class RoundDesign:
         """
         lab = np.asarray(labels, dtype=np.int64)
         size = len(names)
-        zero = np.zeros(lab.size)
-        floor = np.bincount(lab, weights=zero if self.floor_pi is None else self.floor_pi, minlength=size)
-        lean = np.bincount(lab, weights=zero if self.lean_pi is None else self.lean_pi, minlength=size)
+        floor = np.bincount(lab, weights=self.floor_pi, minlength=size)
+        lean = np.bincount(lab, weights=self.lean_pi, minlength=size)
         return {str(names[g]): (float(floor[g]), float(lean[g])) for g in range(size)}
 
     def parts(self, edges: np.ndarray) -> np.ndarray:
