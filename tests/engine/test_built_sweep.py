@@ -116,7 +116,7 @@ def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
                      "geo-eight-qwen2.5-coder-0.5b-instruct", "geo-nine-default", "geo-nine-gemma3-270m",
                      "geo-nine-qwen2.5-coder-0.5b-instruct", "geo-us-default", "geo-us-gemma3-270m",
                      "geo-us-qwen2.5-coder-0.5b-instruct", "geo-ten-default", "geo-ten-gemma3-270m",
-                     "geo-ten-qwen2.5-coder-0.5b-instruct", "geo-eleven-default", "geo-eleven-gemma3-270m", "geo-twelve-default",
-                     "geo-twelve-gemma3-270m", "geo-twelve-qwen2.5-coder-0.5b-instruct",
+                     "geo-ten-qwen2.5-coder-0.5b-instruct", "geo-eleven-default", "geo-eleven-gemma3-270m",
+                     "geo-twelve-default", "geo-twelve-gemma3-270m", "geo-twelve-qwen2.5-coder-0.5b-instruct",
                      *(f"geo-{kg}-qwen2.5-coder-1.5b-instruct" for kg in ("skew", "four", "five", "six", "seven", "eight", "nine", "us"))}
     assert not built & set(packaged_sweeps())
