@@ -13,7 +13,7 @@ run's knowledge goes in:
 * with ``--prior``, other models' answers through the item-response prior, stacked
   against the two (:func:`weighed_predictions`, :meth:`kgprobe.prior.ItemPrior.stacked`).
 
-docs/design.md ("Cell predictions") has the measurements behind the mix.
+docs/design-measured.md ("Cell predictions") has the measurements behind the mix.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def predicted_right(pkg, sampler=None) -> np.ndarray:
     in country Y", and how well a model knows the places of country Y varies far more
     between countries than the propagated neighbour counts track early in a run; the
     cell's own rate learns it from a few answers. Averaging the two narrowed the design's
-    KG interval on all 16 recorded sweeps (docs/design.md, "Cell predictions"). Any
+    KG interval on all 16 recorded sweeps (docs/design-measured.md, "Cell predictions"). Any
     prediction keeps the estimate unbiased; better ones narrow the interval.
     """
     return _mixed_predictions(pkg, sampler)[0]

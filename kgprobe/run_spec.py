@@ -176,7 +176,7 @@ SETTINGS: tuple[Setting, ...] = (
     # probabilities, a floor shared by every model with the same seed, a minimum of draws
     # for every predicate and subject group); stratified keeps uniform probabilities with
     # those minimums. Run files made before these designs resume with "uniform"
-    # (RECORDED_BEFORE, below). docs/design.md has what each measured.
+    # (RECORDED_BEFORE, below). docs/design-measured.md has what each measured.
     Setting("design", "adaptive", "str",
             "how design probes are drawn: adaptive (default) leans towards edges predicted wrong or uncertain, "
             "stratified keeps uniform probabilities, both give every predicate and subject group design "

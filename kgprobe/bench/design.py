@@ -13,7 +13,7 @@ accuracy), ``weak_share`` (probes on edges the model gets wrong more often than 
 least covered predicate's coverage (a predicate without an interval counts as a miss), the
 weak edges' own share and the weak share the best-case model reaches at ±6 points
 (``ideal_frontier``); then the least coverage, the widest interval and how many sweeps
-meet each bar of docs/design.md. A sweep whose coverage falls under the bar at ``--runs``
+meet each bar of docs/design-measured.md. A sweep whose coverage falls under the bar at ``--runs``
 replays is replayed again with ``--confirm-runs`` (the first ``--runs`` of them the same
 runs) and judged on those: at 200 replays a coverage has a standard error of about 1.5
 points, and one sweep in thirteen whose true coverage is 0.95 falls under 0.93 by chance
@@ -28,7 +28,7 @@ import json
 import math
 import time
 
-#: The bars of the adaptive design (docs/design.md), at run defaults and 256 queries.
+#: The bars of the adaptive design (docs/design-measured.md), at run defaults and 256 queries.
 BARS = {"coverage": 0.93, "ci_halfwidth": 0.06, "weak_share": 0.60}
 
 

@@ -77,7 +77,7 @@ FLOOR_SHARE = 0.35
 LEAN = 0.9
 #: Weight κ of the lean on the chance of a wrong answer next to the residual's sd
 #: (:func:`lean_scores`); 0.5 kept the weak-probe share of κ = 1 on the committed sweeps
-#: with narrower intervals (docs/design.md).
+#: with narrower intervals (docs/design-measured.md).
 ERROR_LEAN = 0.5
 #: With a lean target (``--lean-target``): the exponent of the hunting score ``(1 − ŷ)^a``
 #: mixed into the lean, and the steps of the mixture tried each round (docs/design.md,

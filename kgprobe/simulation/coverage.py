@@ -357,7 +357,7 @@ def weak_share_frontier(theta, budget: int, *, weak_share: float = FRONTIER_WEAK
     has variance ``((1 − n₁/N)·S² + β̄)/n₁`` with ``S²`` the variance of the ``μ_j`` over
     the edges and ``β̄`` the mean Bernoulli variance ``θ(1 − θ)`` of one answer. Not a
     strict bound: predictions of the unanswered edges, left out here, can shrink the
-    ``S²`` part (docs/design.md, "The frontier").
+    ``S²`` part (docs/design-measured.md, "The frontier").
 
     Returns the half-width this needs at ``weak_share`` (``ci_halfwidth_needed``) and the
     largest weak share reachable at ``halfwidth`` (``weak_share_reachable``; None when even
