@@ -33,10 +33,11 @@ def _built(kg_file: str, sweep_file: str):
 #: largest predicates, the smallest predicates' sizes, {other sweep: (passes, right)}.
 BUILT_SWEEPS = [
     # 920 of 311 x 4 = 1,244 answers right; recorded before ZP-LKE's examples were an option.
-    # Qwen2.5-Coder-1.5B (on a GPU) of 311 x 4 = 1,244; Gemma-3-270m of 311 x 4 = 1,244,
-    # recorded on 2026-11-29.
+    # Qwen2.5-Coder-1.5B (on a GPU) of 311 x 4 = 1,244; Gemma-3-270m of 311 x 4 = 1,244 and
+    # Qwen2.5-Coder-0.5B of 311 x 2 = 622, both recorded on 2026-11-29.
     ("geo-skew", (311, 4, 920), [("P17", 232), ("P47", 46), ("P37", 7)], [3, 3, 3, 3, 3, 5],
-     {"geo-skew-qwen2.5-coder-1.5b-instruct": (4, 751), "geo-skew-gemma3-270m": (4, 902)}),
+     {"geo-skew-qwen2.5-coder-1.5b-instruct": (4, 751), "geo-skew-gemma3-270m": (4, 902),
+      "geo-skew-qwen2.5-coder-0.5b-instruct": (2, 291)}),
     # of 487 x 10 = 4,870 (re-recorded with four more passes: its first six equal the earlier
     # six-pass file's, 1,878 right); Gemma of 487 x 4 = 1,948, Qwen of 1,948, Qwen-1.5B of
     # 487 x 4 = 1,948 (re-recorded with a fourth pass: its first three equal the earlier three-pass file's).
@@ -112,7 +113,7 @@ def test_built_sweep_matches_its_kg_exactly(name, counts, largest, smallest, oth
 
 def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
     built = {p.stem for p in BUILT.glob("*.npz")}
-    assert built == {"geo-skew-default", "geo-skew-gemma3-270m",
+    assert built == {"geo-skew-default", "geo-skew-gemma3-270m", "geo-skew-qwen2.5-coder-0.5b-instruct",
                      "geo-four-default", "geo-four-gemma3-270m", "geo-four-qwen2.5-coder-0.5b-instruct",
                      "geo-six-default", "geo-six-gemma3-270m",
                      "geo-five-default", "geo-five-gemma3-270m", "geo-five-qwen2.5-coder-0.5b-instruct",
