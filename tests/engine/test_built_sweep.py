@@ -55,10 +55,11 @@ BUILT_SWEEPS = [
      {"geo-five-gemma3-270m": (3, 1460), "geo-five-qwen2.5-coder-0.5b-instruct": (3, 1029),
       "geo-five-qwen2.5-coder-1.5b-instruct": (3, 1349)}),
     # of 614 x 10 = 6,140 (re-recorded with six more passes: its first four equal the earlier
-    # four-pass file's, 1,513 right); Qwen-1.5B of 614 x 3 = 1,842; Gemma-3-270m of 614 x 2 =
-    # 1,228, recorded on 2026-11-29.
+    # four-pass file's, 1,513 right); Qwen-1.5B of 614 x 3 = 1,842; Gemma-3-270m and
+    # Qwen2.5-Coder-0.5B of 614 x 2 = 1,228 each, recorded on 2026-11-29.
     ("geo-seven", (614, 10, 3794), [("P17", 446), ("P47", 74), ("P37", 27)], [6, 6, 7, 9, 10],
-     {"geo-seven-qwen2.5-coder-1.5b-instruct": (3, 1227), "geo-seven-gemma3-270m": (2, 907)}),
+     {"geo-seven-qwen2.5-coder-1.5b-instruct": (3, 1227), "geo-seven-gemma3-270m": (2, 907),
+      "geo-seven-qwen2.5-coder-0.5b-instruct": (2, 450)}),
     # of 1,799 x 12 = 21,588: 4 passes (4,183 right), then 8 appended with --seed 1 recorded on a
     # GPU (8,271 right); Gemma of 1,799 x 2 = 3,598, Qwen of 3,598,
     # Qwen-1.5B of 1,799 x 3 = 5,397 (six shards joined).
@@ -117,7 +118,7 @@ def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
                      "geo-four-default", "geo-four-gemma3-270m", "geo-four-qwen2.5-coder-0.5b-instruct",
                      "geo-six-default", "geo-six-gemma3-270m",
                      "geo-five-default", "geo-five-gemma3-270m", "geo-five-qwen2.5-coder-0.5b-instruct",
-                     "geo-seven-default", "geo-seven-gemma3-270m",
+                     "geo-seven-default", "geo-seven-gemma3-270m", "geo-seven-qwen2.5-coder-0.5b-instruct",
                      "geo-eight-default", "geo-eight-gemma3-270m", "geo-eight-qwen2.5-coder-0.5b-instruct",
                      "geo-nine-default", "geo-nine-gemma3-270m", "geo-nine-qwen2.5-coder-0.5b-instruct",
                      "geo-us-default", "geo-us-gemma3-270m", "geo-us-qwen2.5-coder-0.5b-instruct",
