@@ -23,8 +23,10 @@ edge's own answers as a Beta posterior of strength :data:`STRENGTH`::
 That prediction is then weighed against the run's own (the sampler's posterior, pooled
 over predicates and neighbours) by how well each predicts answers it has not seen
 (:meth:`ItemPrior.stacked`): sources that fail on other facts than the new model get
-little weight, so a weak prior cannot make the estimate worse than no prior. The design
-draws, too, lean on the prior (:func:`kgprobe.sampling.design_draws.prior_design_weights`).
+little weight once the run has answers, so a weak prior costs little. It still costs
+something: before the first answers it counts in full (docs/priors.md measures how
+much: an interval about 3 % wider for the held-out models whose prior ended near weight
+0). The design draws, too, lean on the prior (:func:`kgprobe.sampling.design_draws.prior_design_weights`).
 
 Edges no source probed get the mean difficulty. The PKG starts from ``Beta(α₀ + K(1 −
 p_j), β₀ + K p_j)`` so the sampler, too, starts from what the prior knows. The fitted
@@ -203,9 +205,12 @@ class ItemPrior:
         ``w`` maximizes the Bernoulli likelihood of the probed edges' own answers under
         ``w·σ(â − b_j) + (1 − w)·other_prior_j`` (grid of :data:`STACKING_GRID`): each
         side is judged on answers it has not seen, so a prior from models that fail on
-        other facts than this one gets ``w`` near 0 and cannot make the predictions worse
-        than the run's own, and a sharp prior (an earlier run of a close model) gets ``w``
-        near 1. Before two edges have answers, ``w`` = 1: the prior is all there is.
+        other facts than this one gets ``w`` near 0, so its predictions count little against
+        the run's own, and a sharp prior (an earlier run of a close model) gets ``w`` near 1.
+        Before two edges have answers, ``w`` = 1: the prior is all there is. That first
+        round is most of what a poorly fitting prior costs, and ``w`` = 0 there would cost a
+        sharp prior more than it saves a poor one (docs/priors.md, "Where a prior helps and
+        where it costs").
         """
         own = self.predict(pkg)
         s = np.asarray(pkg.successes, dtype=np.float64)
