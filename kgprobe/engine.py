@@ -407,8 +407,8 @@ class Engine:
             self.round, self.queries_spent, self.converged = 0, 0, False
             return
         self.pkg.load_state_dict(checkpoint.pkg_state)
-        self.sampler.load_state_dict(_decode_state(checkpoint.sampler_state))
-        self.monitor.load_state_dict(_decode_state(checkpoint.convergence_state))
+        self.sampler.load_state_dict(decode_state(checkpoint.sampler_state))
+        self.monitor.load_state_dict(decode_state(checkpoint.convergence_state))
         self.round = checkpoint.round
         self.queries_spent = checkpoint.queries_spent
         self.converged = checkpoint.converged
@@ -793,13 +793,14 @@ def _encode_state(state: dict) -> dict:
     return out
 
 
-def _decode_state(state: dict) -> dict:
+def decode_state(state: dict) -> dict:
+    """A sampler / monitor state dict as stored (:func:`_encode_state`), arrays restored."""
     out = {}
     for k, v in (state or {}).items():
         if isinstance(v, dict) and "__ndarray__" in v:
             out[k] = np.asarray(v["__ndarray__"], dtype=v["dtype"])
         elif isinstance(v, dict):
-            out[k] = _decode_state(v)
+            out[k] = decode_state(v)
         else:
             out[k] = v
     return out

@@ -408,6 +408,10 @@ def _sections(data: dict) -> list[tuple[str, str, list[str], list[list[str]], st
         status.append(["design share following the prior",
                        f"{asked * pr['agreement']:.2f} (--prior-design {asked:g} × the sources' agreement "
                        f"{pr['agreement']:.2f}, docs/priors.md)"])
+        if pr.get("weight") is not None:
+            status.append(["weight of the prior's predictions against the run's own",
+                           f"{pr['weight']:.2f} after the last round (0: the run's own answers predict this "
+                           "model better than the sources; 1: the prior's do; docs/priors.md)"])
         # One row per source: a note holds a path and would be cut short in a shared cell.
         for note in pr.get("protocol_notes") or []:
             status.append(["prior source with another protocol (valid, may help less)", note])

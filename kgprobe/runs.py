@@ -266,6 +266,35 @@ class Run:
         return self._pkg
 
     @property
+    def prior_weight(self) -> float | None:
+        """How much the item-response prior's predictions count against the run's own now.
+
+        The weight ``w`` of :meth:`kgprobe.prior.ItemPrior.stacked` in the state after the
+        last committed round, which the next round would use: 1.0 before two edges have
+        answers, near 0 when the run's own answers predict this model better than the
+        sources do. None without a prior, or with a sampler whose predictions stay fixed.
+        A prior that ends near 0 narrowed the interval little or widened it a little
+        (docs/priors.md, "Where a prior helps and where it costs").
+        """
+        text = self.store.meta("item_prior")
+        if not text:
+            return None
+        from kgprobe.predictions import weighed_predictions
+
+        if self.engine is not None:
+            return weighed_predictions(self.engine.pkg, self.engine.sampler, self.engine.item_prior)[1]
+        from kgprobe.engine import decode_state
+        from kgprobe.prior import ItemPrior
+        from kgprobe.sampling import make_sampler
+
+        cfg = self.config
+        sampler = make_sampler(cfg.sampler, **cfg.sampler_options)
+        checkpoint = self.store.checkpoint()
+        if checkpoint is not None:
+            sampler.load_state_dict(decode_state(checkpoint.sampler_state))
+        return weighed_predictions(self.pkg, sampler, ItemPrior.from_json(text))[1]
+
+    @property
     def successes(self) -> np.ndarray:
         return np.asarray(self.pkg.successes)
 
@@ -396,7 +425,7 @@ class Run:
             "rounds": self.rounds_played,
             "queries_spent": self.queries_spent,
             "metrics": metrics_to_dict(self.metrics),
-            "prior": _prior_summary(self.store.meta("item_prior")),
+            "prior": _prior_summary(self.store.meta("item_prior"), self.prior_weight),
             "accuracy_estimate": est,
             "estimates_by_predicate": estimates["by_predicate"],
             "estimates_by_group": estimates["by_group"],
@@ -408,15 +437,16 @@ class Run:
         return f"Run({self.path!r}, status={self.status}, rounds={self.rounds_played})"
 
 
-def _prior_summary(text: str) -> dict | None:
+def _prior_summary(text: str, weight: float | None = None) -> dict | None:
     """Sources, their abilities, shared edges, agreement and protocol notes of a run's
-    item-response prior (None without one)."""
+    item-response prior, and its weight now (:attr:`Run.prior_weight`); None without one."""
     if not text:
         return None
     d = json.loads(text)
     # Priors stored before the agreement was measured shaped the design in full (kgprobe.prior).
     return {"sources": d["sources"], "abilities": d["abilities"], "shared_edges": d["shared_edges"],
-            "agreement": float(d.get("agreement", 1.0)), "protocol_notes": list(d.get("protocol_notes", []))}
+            "agreement": float(d.get("agreement", 1.0)), "protocol_notes": list(d.get("protocol_notes", [])),
+            "weight": weight}
 
 
 class _StoreUpToRound:

@@ -338,3 +338,45 @@ def test_a_prior_from_disagreeing_sources_shapes_the_design_less(tmp_path, count
     spread = np.where(act, np.sqrt(p * (1 - p)), 0.0)
     w = np.where(act, (1 - lam) / act.sum(), 0.0) + lam * spread / spread.sum()
     assert probes["inclusion"] == pytest.approx(32 * w[probes["edge"]], rel=1e-9)
+
+
+@pytest.mark.slow
+def test_the_report_shows_how_much_the_prior_counted_against_the_runs_own_predictions(tmp_path, countries, theta):
+    from kgprobe.report import render_markdown, report_data
+    from kgprobe.simulation.model import SimulatedModel
+
+    # A model that answers without noise: right exactly on the edges with θ ≤ ½. Two sources
+    # probed every active edge once, one answering as this model does, one the reverse.
+    # The first predicts each of the run's answers (its difficulties split the edges as the
+    # model does), so the stacking's likelihood is highest with the prior alone, w = 1; the
+    # reversed one predicts each answer wrong, so any weight on it lowers the likelihood, w = 0.
+    known = (theta > 0.5).astype(float)
+    expected = {"same": 1.0, "reversed": 0.0}
+    for name, th in (("same", known), ("reversed", 1.0 - known)):
+        source = tmp_path / f"{name}.kgrun"
+        kgprobe.probe(countries, SimulatedModel(countries, th, seed=5), budget=countries.num_active, batch_size=64,
+                      seed=1, store=source, sampler="uniform", design="uniform", convergence=False,
+                      progress=False).close()
+        path = tmp_path / f"m-{name}.kgrun"
+        run = kgprobe.probe(countries, SimulatedModel(countries, known, seed=11), budget=64, batch_size=32, seed=0,
+                            store=path, prior=str(source), progress=False)
+        live = run.prior_weight
+        run.close()
+        # A stored run rebuilds the sampler's state from the file and gets the same weight.
+        stored = kgprobe.open_run(path)
+        try:
+            assert live == stored.prior_weight == expected[name]
+            text = render_markdown(report_data(stored), {})
+        finally:
+            stored.close()
+        assert (f"| weight of the prior's predictions against the run's own | {expected[name]:.2f} after the last "
+                "round (0: the run's own answers predict this model better than the sources; 1: the prior's do; "
+                "docs/priors.md) |") in text
+    # Without a prior there is no weight and no row.
+    plain = kgprobe.probe(countries, SimulatedModel(countries, known, seed=11), budget=32, batch_size=32, seed=0,
+                          store=tmp_path / "plain.kgrun", progress=False)
+    try:
+        assert plain.prior_weight is None
+        assert "weight of the prior" not in render_markdown(report_data(plain), {})
+    finally:
+        plain.close()
