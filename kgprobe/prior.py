@@ -25,8 +25,9 @@ over predicates and neighbours) by how well each predicts answers it has not see
 (:meth:`ItemPrior.stacked`): sources that fail on other facts than the new model get
 little weight once the run has answers, so a weak prior costs little. It still costs
 something: before the first answers it counts in full (docs/priors.md measures how
-much: an interval about 3 % wider for the held-out models whose prior ended near weight
-0). The design draws, too, lean on the prior (:func:`kgprobe.sampling.design_draws.prior_design_weights`).
+much: an interval about 3 % wider for the held-out models whose prior ended near
+weight 0). The design draws, too, lean on the prior
+(:func:`kgprobe.sampling.design_draws.prior_design_weights`).
 
 Edges no source probed get the mean difficulty. The PKG starts from ``Beta(α₀ + K(1 −
 p_j), β₀ + K p_j)`` so the sampler, too, starts from what the prior knows. The fitted
