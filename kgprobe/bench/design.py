@@ -64,7 +64,7 @@ def committed_sweeps() -> list[tuple[str, object, object]]:
             + [(name, path, kg) for name, (path, kg) in built_sweeps().items()])
 
 
-def _item(truth: str, graph) -> tuple[str, object, object]:
+def truth_item(truth: str, graph) -> tuple[str, object, object]:
     """(name, sweep, KG) of a ``--truth`` sweep. A committed built sweep given by its path is
     reported under its name; its KG, as any committed one's, is found by
     :func:`kgprobe.simulation.replay.sweep_graph`."""
@@ -192,7 +192,7 @@ def handle(args) -> int:
     if args.min_edges < 2:
         raise InputError("--min-edges must be at least 2 (a replay needs two edges)")
     baseline = None if args.baseline == "none" else args.baseline
-    items = [_item(t, args.graph) for t in args.truth] if args.truth else committed_sweeps()
+    items = [truth_item(t, args.graph) for t in args.truth] if args.truth else committed_sweeps()
     # Loaded (and matched to their KGs) before the first replay, so bad input fails at once.
     loaded = []
     for name, source, graph in items:

@@ -5,7 +5,7 @@ Each benchmark is a module ``kgprobe.bench.NAME`` exposing ``register(subparsers
 
 from __future__ import annotations
 
-BENCHMARKS = ("sampler", "efficiency", "design", "scoring", "methods", "build", "faults", "prior", "compare", "verifier",
+BENCHMARKS = ("sampler", "efficiency", "design", "samplers", "scoring", "methods", "build", "faults", "prior", "compare", "verifier",
               "throughput", "scaleout")
 
 

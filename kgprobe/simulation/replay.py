@@ -214,13 +214,14 @@ def replay_truth(kg, sweep):
 
 
 def run_replay_study(kg, sweep, *, specs=None, seeds=range(5), epochs: float = 5.0, batch: int | None = None,
-                     top_k=None):
+                     top_k=None, streams=None):
     """The KGLens study (:func:`kgprobe.simulation.study.run_study`) on a replayed sweep.
 
     Truth θ_j = share of wrong answers over the sweep's K passes; answers come from a
     :class:`ReplayOracle` per (configuration, seed) with seed = the study seed, so every
     configuration sees the same replay order. Defaults scale with the sweep's E edges:
-    batch ``64·E/3,246`` and top-k ``(200·E/3,246, 600·E/3,246)``.
+    batch ``64·E/3,246`` and top-k ``(200·E/3,246, 600·E/3,246)``. ``streams``: as in
+    :func:`~kgprobe.simulation.study.run_study`.
     """
     from kgprobe.kg.parameterized import ParameterizedKG
     from kgprobe.simulation.study import DEFAULT_SPECS, run_study
@@ -232,4 +233,4 @@ def run_replay_study(kg, sweep, *, specs=None, seeds=range(5), epochs: float = 5
     pkg = ParameterizedKG.from_kg(kg)
     return run_study(pkg.heads, pkg.tails, active, theta, predicates=kg.predicate_of,
                      specs=DEFAULT_SPECS if specs is None else specs, batch=batch, epochs=epochs,
-                     seeds=seeds, top_k=top_k, oracle=lambda seed: ReplayOracle(sweep, seed))
+                     seeds=seeds, top_k=top_k, oracle=lambda seed: ReplayOracle(sweep, seed), streams=streams)

@@ -228,6 +228,7 @@ def run_study(
     top_k: Sequence[int] = (200, 600),
     prior=(1.0, 1.0),
     oracle=None,
+    streams: Sequence[int] | None = None,
 ) -> StudyResult:
     """Run every configuration for ``epochs`` brute-force epochs of queries, for each seed.
 
@@ -238,8 +239,14 @@ def run_study(
     recorded real answers); it is made afresh for every configuration and seed, and the
     ``replacement_draws`` it reports are summed per configuration in
     ``StudyResult.replacement_draws``. Default: a Bernoulli(θ*) oracle.
+    ``streams[i]`` (optional) numbers the random stream of the picks of ``specs[i]``
+    (default: its position), so a study of a few configurations can give each the
+    stream, and so the very curve, it has in a study of all of them.
     """
     theta = _check_inputs(heads, tails, active, theta_star, batch, epochs, top_k)
+    streams = tuple(range(len(specs))) if streams is None else tuple(int(i) for i in streams)
+    if len(streams) != len(specs):
+        raise ValueError(f"streams: {len(streams)} stream numbers for {len(specs)} configurations")
     act = np.asarray(active, dtype=bool)
     active_idx = np.flatnonzero(act)
     order = hardest_edges(theta, act)
@@ -259,7 +266,7 @@ def run_study(
             pkg = ParameterizedKG(heads, tails, act, prior=prior, propagation_weight=spec.propagation_weight,
                                   predicates=predicates)
             sampler = spec.make()
-            pick_rng = np.random.default_rng([seed, spec_i, 0])
+            pick_rng = np.random.default_rng([seed, streams[spec_i], 0])
             # The oracle stream depends only on the seed, so configurations see
             # comparable luck.
             answer_rng = np.random.default_rng([seed, 1])
