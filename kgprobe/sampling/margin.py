@@ -32,12 +32,30 @@ mean ``v·(μ0_j/τ² + Σm/s²)``, so ``P(θ_j ≥ t) = Φ((−s·Φ⁻¹(t) �
 **Picks.** Each round's picks (after the design draws) are the edges with the highest::
 
     score_j = P_margin(θ_j ≥ t) · p_j (1 − p_j) / (a_j + b_j + 1)²
+              + E_margin[1{θ_j ≥ t} ((2c_j + 1)(θ_j − θ̂_j)² − θ_j (1 − θ_j))] / (c_j + 1)²
 
-the chance that the edge is among the hardest ``top_share`` of the graph (``t`` the level
-at which the margin posteriors put that share: mean over the active edges (an even
-stride of at most 20,000 of them on larger graphs) of
-``P(θ_j ≥ t)`` = ``top_share``) times the expected drop in the variance of its
-*count* estimate from one more answer (``focus``'s pooled ``Beta(a_j, b_j)``).
+Both terms are what one more answer is expected to take off the squared error the edge
+adds over the hardest ``top_share`` of the graph (``t`` the level at which the margin
+posteriors put that share: mean over the active edges (an even stride of at most 20,000
+of them on larger graphs) of ``P(θ_j ≥ t)`` = ``top_share``), under two views of θ_j:
+
+* the first, the chance that the edge is among the hardest times the expected drop in
+  the variance of its *count* estimate (``focus``'s pooled ``Beta(a_j, b_j)``, ``p_j`` its
+  mean): it keeps asking the blind spots found until their rates are known;
+* the second (:func:`top_error_drops`), the drop of the squared error of the estimate
+  ``θ̂_j`` (below, worth ``c_j = a_j + b_j`` answers) averaged over the margin model's
+  own posterior of θ_j: an edge answered right by a hair whose θ may still be high has a
+  large error if it is a top edge, so it is asked again before a blind spot already
+  known (the top edges an answer hid are where the samplers lost most on the recorded
+  answers: docs/samplers-measured.md, "Why the adaptive samplers lose").
+
+Either alone lost where the other won: the first hid top edges answered right once (geo-us
+SmolLM2), the second, whose margin model is too sure of θ where a margin is far below 0,
+left blind spots at one answer (Gemma-3-270m's sweeps). Their sum needs fewer queries than
+the first alone on 21 of the 31 recorded sweeps with three or more passes and more on 3
+(geometric mean of the ratios 0.284 → 0.258), on U-shaped simulated errors 0.420 against
+0.611, but more on simulated clustered regions (0.375 against 0.130; docs/samplers-margin-focus.md,
+"Two views of what an answer is worth").
 
 **Estimate.** ``focus``'s pooled posterior mean of the share of wrong answers, with the
 prior's K pseudo-answers at the margin model's chance of a wrong next answer
@@ -126,6 +144,33 @@ def margin_error_rates(prior_error: np.ndarray, count: np.ndarray, total: np.nda
     return ndtr(-mean / np.sqrt(s2 + var))
 
 
+#: Gauss–Legendre nodes and weights on [−1, 1] of the expectations in :func:`top_error_drops`.
+_NODES, _WEIGHTS = np.polynomial.legendre.leggauss(24)
+
+
+def top_error_drops(prior_error: np.ndarray, count: np.ndarray, total: np.ndarray, s2: float, tau2: float,
+                    level: float, estimate: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """Expected drop of ``E[(θ_j − θ̂_j)² 1{θ_j ≥ level}]`` from one more answer, θ_j under the margin model.
+
+    ``θ̂_j`` (``estimate``) counts as ``c_j`` (``weight``) answers, so one more verdict ``y``
+    makes it ``(c θ̂ + y)/(c + 1)``; averaging over ``y ~ Bernoulli(θ)`` the squared error
+    falls by ``((2c + 1)(θ − θ̂)² − θ(1 − θ)) / (c + 1)²``. That is averaged over the latent
+    margin model's posterior of θ_j = Φ(−M_j/s) (``M_j`` normal: module docstring) where
+    θ_j ≥ level, i.e. ``M_j ≤ cut``: with ``P`` that probability, the integral over
+    ``u = F(M_j)`` from 0 to ``P`` by 24-point Gauss–Legendre quadrature (smooth in u, where
+    the cut would make a quadrature over M itself inexact).
+    """
+    mean, var = _mean_margin_posterior(prior_error, count, total, s2, tau2)
+    sd = np.sqrt(var)
+    cut = -np.sqrt(s2) * ndtri(min(max(level, _CLIP), 1 - _CLIP))
+    top = ndtr((cut - mean) / sd)[:, None]
+    u = np.clip(top * (1 + _NODES[None, :]) / 2, 1e-300, None)
+    theta = ndtr(-(mean[:, None] + sd[:, None] * ndtri(u)) / np.sqrt(s2))
+    est = np.asarray(estimate, dtype=np.float64)[:, None]
+    c = np.asarray(weight, dtype=np.float64)[:, None]
+    drop = ((2 * c + 1) * (theta - est) ** 2 - theta * (1 - theta)) / (c + 1) ** 2
+    return (top / 2 * _WEIGHTS[None, :] * drop).sum(axis=1)
+
 def margin_level(prob_at, share: float) -> float:
     """The level t with ``mean(prob_at(t)) = share`` (bisection to 2⁻²⁵; P(θ ≥ t) falls with t)."""
     lo, hi = 0.0, 1.0
@@ -166,10 +211,12 @@ class MarginFocusSampler(FocusSampler):
         act = pkg.active_edges
         count = pkg.margin_count
         s2, tau2 = margin_variances(count[act], pkg.margin_sum[act], pkg.margin_squares[act])
-        prior = self.posterior.prior_mean(pkg)
-        rate = margin_error_rates(prior, count, pkg.margin_sum, s2, tau2)
-        k = self.posterior.strength
-        moved = np.where(count > 0, a + k * (rate - prior), a)
+        return self._moved(a, b, self.posterior.prior_mean(pkg), count, pkg.margin_sum, s2, tau2)
+
+    def _moved(self, a, b, prior, count, total, s2: float, tau2: float) -> np.ndarray:
+        """The estimate of :meth:`estimate` from the posterior ``(a, b)`` and the margin model's terms."""
+        rate = margin_error_rates(prior, count, total, s2, tau2)
+        moved = np.where(count > 0, a + self.posterior.strength * (rate - prior), a)
         return moved / (a + b)
 
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
@@ -179,6 +226,8 @@ class MarginFocusSampler(FocusSampler):
         n = check_batch_size(pkg, n)
         self._maybe_fit(pkg)
         n, design, pool = self.design_draws(pkg, n, rng)
+        if design.size == n:  # every probe a design draw (a run's default): nothing left to rank
+            return Selection.design_first(design, np.empty(0, dtype=np.int64))
         a, b = self.posterior(pkg)
         act = pkg.active_edges
         s2, tau2 = margin_variances(count[act], pkg.margin_sum[act], pkg.margin_squares[act])
@@ -191,6 +240,8 @@ class MarginFocusSampler(FocusSampler):
         top = top_probabilities(prior[pool], count[pool], pkg.margin_sum[pool], s2, tau2, level)
         nu = a[pool] + b[pool]
         p = a[pool] / nu
+        estimate = self._moved(a, b, prior, count, pkg.margin_sum, s2, tau2)[pool]
         score = np.zeros(pkg.num_edges)
-        score[pool] = top * p * (1 - p) / (nu + 1) ** 2
+        score[pool] = top * p * (1 - p) / (nu + 1) ** 2 + top_error_drops(
+            prior[pool], count[pool], pkg.margin_sum[pool], s2, tau2, level, estimate, nu)
         return Selection.design_first(design, top_n_by_score(score, pool, n - design.size, rng))

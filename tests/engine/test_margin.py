@@ -11,7 +11,7 @@ from kgprobe.errors import InputError
 from kgprobe.kg.parameterized import ParameterizedKG
 from kgprobe.sampling import make_sampler
 from kgprobe.sampling.margin import (DEFAULT_WITHIN_SD, MIN_BETWEEN_VAR, MIN_WITHIN_VAR, margin_error_rates,
-                                     margin_level, margin_variances, top_probabilities)
+                                     margin_level, margin_variances, top_error_drops, top_probabilities)
 
 
 def _pkg(n=8):
@@ -64,6 +64,43 @@ def test_margin_error_rate_by_hand():
     # No margin: the prior's own chance of a wrong answer, whatever s² and τ².
     r = margin_error_rates(np.array([norm.cdf(-1.0), 0.3]), np.array([0, 0]), np.array([0.0, 0.0]), 4.0, 4.0)
     assert r == pytest.approx([norm.cdf(-1.0), 0.3], abs=1e-12)
+
+
+def test_top_error_drop_by_hand():
+    # Prior error ½ (μ0 = 0), s² = τ² = 1, 10⁶ margins summing to 0: M is 0 up to a variance
+    # of 10⁻⁶, so θ = Φ(0) = ½ for sure. An estimate of 0.2 worth 3 answers: one more answer
+    # cuts the squared error by ((2·3 + 1)(½ − 0.2)² − ½·½)/(3 + 1)² = (0.63 − 0.25)/16.
+    args = (np.array([0.5]), np.array([10 ** 6]), np.array([0.0]), 1.0, 1.0)
+    drop = top_error_drops(*args, 0.4, np.array([0.2]), np.array([3.0]))
+    assert drop[0] == pytest.approx(0.38 / 16, abs=1e-5)
+    # θ = ½ is under a level of 0.6: the edge is not among the hardest, and counts nothing.
+    assert top_error_drops(*args, 0.6, np.array([0.2]), np.array([3.0]))[0] == pytest.approx(0.0, abs=1e-12)
+    # An estimate already at θ worth 3 answers: one more answer only adds its noise, ¼/16.
+    assert top_error_drops(*args, 0.4, np.array([0.5]), np.array([3.0]))[0] == pytest.approx(-0.25 / 16, abs=1e-5)
+
+
+def test_top_error_drop_is_the_integral_over_the_margin_posterior():
+    from scipy.integrate import quad
+
+    # One margin of 0.3 (right, by a hair) under a prior error of 0.3, s² = 2, τ² = 3; the
+    # estimate 0.15 worth 1.5 answers, the level 0.6. The same expectation by adaptive
+    # quadrature over the normal posterior of M (mean and variance as in the module docstring).
+    s2, tau2, level, est, c = 2.0, 3.0, 0.6, 0.15, 1.5
+    mu0 = -math.sqrt(s2 + tau2) * norm.ppf(0.3)
+    var = 1 / (1 / tau2 + 1 / s2)
+    mean = var * (mu0 / tau2 + 0.3 / s2)
+
+    def integrand(m):
+        theta = norm.cdf(-m / math.sqrt(s2))
+        drop = ((2 * c + 1) * (theta - est) ** 2 - theta * (1 - theta)) / (c + 1) ** 2
+        return norm.pdf(m, mean, math.sqrt(var)) * drop * (theta >= level)
+
+    cut = -math.sqrt(s2) * norm.ppf(level)  # θ ≥ level  ⇔  M ≤ cut
+    exact, _ = quad(integrand, mean - 12 * math.sqrt(var), cut)
+    drop = top_error_drops(np.array([0.3]), np.array([1]), np.array([0.3]), s2, tau2, level, np.array([est]),
+                           np.array([c]))
+    assert drop[0] == pytest.approx(exact, rel=1e-4)
+    assert exact == pytest.approx(0.03506, abs=1e-5)
 
 
 def test_the_estimate_moves_focus_s_prior_mean_to_what_the_margins_predict():
@@ -168,6 +205,35 @@ def test_a_right_answer_by_a_hair_is_asked_again_before_a_confident_one():
     # focus, blind to the margins, ranks them all alike (its picks are ties broken at random).
     focus = make_sampler("focus", design_fraction=0.0)
     assert sorted(focus.select(pkg, 6, np.random.default_rng(0)).edges.tolist()) == list(range(6))
+
+
+def test_a_top_edge_an_answer_may_hide_is_asked_before_a_known_blind_spot():
+    """Edge 0 answered wrong twice (margins −2), edge 1 right once by 0.5, six more right
+    once with margins 3 to 8. The count-variance term alone would ask edge 0 again, whose
+    rate two wrong answers already put high; the margin model's view of the error adds
+    that edge 1, if it is among the hardest, is estimated near 0, and asks it first."""
+    from kgprobe.sampling.margin import margin_level
+
+    pkg = _pkg(8)
+    for _ in range(2):
+        pkg.update(np.array([0]), np.array([False]), np.array([-2.0]))
+    pkg.update(np.arange(1, 8), np.ones(7, dtype=bool), np.array([0.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]))
+    sampler = make_sampler("margin-focus", design_fraction=0.0)
+    assert sampler.select(pkg, 1, np.random.default_rng(0)).edges.tolist() == [1]
+    a, b = sampler.posterior(pkg)
+    count, total = pkg.margin_count, pkg.margin_sum
+    s2, tau2 = margin_variances(count, total, pkg.margin_squares)
+    prior = sampler.posterior.prior_mean(pkg)
+    level = margin_level(lambda t: top_probabilities(prior, count, total, s2, tau2, t), sampler.top_share)
+    top = top_probabilities(prior, count, total, s2, tau2, level)
+    p = a / (a + b)
+    first = top * p * (1 - p) / (a + b + 1) ** 2
+    second = top_error_drops(prior, count, total, s2, tau2, level, sampler.estimate(pkg), a + b)
+    assert first[0] > first[1] and int(np.argmax(first)) == 0
+    assert second[1] > 4 * second[0] and int(np.argmax(first + second)) == 1
+    # Every probe a design draw (a run's default): the design alone, nothing ranked.
+    design_only = make_sampler("margin-focus", design_fraction=1.0).select(pkg, 3, np.random.default_rng(0))
+    assert design_only.design.all() and design_only.edges.size == 3
 
 
 def test_the_replay_hands_out_the_margin_of_the_pass_it_hands_out():
