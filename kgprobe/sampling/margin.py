@@ -171,6 +171,7 @@ def top_error_drops(prior_error: np.ndarray, count: np.ndarray, total: np.ndarra
     drop = ((2 * c + 1) * (theta - est) ** 2 - theta * (1 - theta)) / (c + 1) ** 2
     return (top / 2 * _WEIGHTS[None, :] * drop).sum(axis=1)
 
+
 def margin_level(prob_at, share: float) -> float:
     """The level t with ``mean(prob_at(t)) = share`` (bisection to 2⁻²⁵; P(θ ≥ t) falls with t)."""
     lo, hi = 0.0, 1.0
