@@ -128,7 +128,11 @@ def _mean_margin_posterior(prior_error, count, total, s2: float, tau2: float) ->
 def top_probabilities(prior_error: np.ndarray, count: np.ndarray, total: np.ndarray, s2: float, tau2: float,
                       level: float) -> np.ndarray:
     """``P(θ_j ≥ level)`` per edge under the latent margin model (module docstring)."""
-    mean, var = _mean_margin_posterior(prior_error, count, total, s2, tau2)
+    return _top_chance(*_mean_margin_posterior(prior_error, count, total, s2, tau2), s2, level)
+
+
+def _top_chance(mean: np.ndarray, var: np.ndarray, s2: float, level: float) -> np.ndarray:
+    """``P(θ ≥ level)`` for ``θ = Φ(−M/s)`` and ``M`` normal with ``mean`` and ``var``."""
     cut = -np.sqrt(s2) * ndtri(min(max(level, _CLIP), 1 - _CLIP))  # θ ≥ level  ⇔  M ≤ cut
     return ndtr((cut - mean) / np.sqrt(var))
 
@@ -140,7 +144,11 @@ def margin_error_rates(prior_error: np.ndarray, count: np.ndarray, total: np.nda
     With ``M_j`` normal (mean ``m``, variance ``v``) given its margins this is
     ``Φ(−m / sqrt(s² + v))``; with no margin it is the prior error itself.
     """
-    mean, var = _mean_margin_posterior(prior_error, count, total, s2, tau2)
+    return _next_wrong_chance(*_mean_margin_posterior(prior_error, count, total, s2, tau2), s2)
+
+
+def _next_wrong_chance(mean: np.ndarray, var: np.ndarray, s2: float) -> np.ndarray:
+    """``E[Φ(−M/s)] = Φ(−mean / sqrt(s² + var))`` for ``M`` normal with ``mean`` and ``var``."""
     return ndtr(-mean / np.sqrt(s2 + var))
 
 
@@ -160,10 +168,15 @@ def top_error_drops(prior_error: np.ndarray, count: np.ndarray, total: np.ndarra
     ``u = F(M_j)`` from 0 to ``P`` by 24-point Gauss–Legendre quadrature (smooth in u, where
     the cut would make a quadrature over M itself inexact).
     """
-    mean, var = _mean_margin_posterior(prior_error, count, total, s2, tau2)
+    return _top_error_drops(*_mean_margin_posterior(prior_error, count, total, s2, tau2), s2, level, estimate,
+                            weight)
+
+
+def _top_error_drops(mean: np.ndarray, var: np.ndarray, s2: float, level: float, estimate: np.ndarray,
+                     weight: np.ndarray) -> np.ndarray:
+    """:func:`top_error_drops` from the margin posterior's ``mean`` and ``var`` of each edge."""
     sd = np.sqrt(var)
-    cut = -np.sqrt(s2) * ndtri(min(max(level, _CLIP), 1 - _CLIP))
-    top = ndtr((cut - mean) / sd)[:, None]
+    top = _top_chance(mean, var, s2, level)[:, None]
     u = np.clip(top * (1 + _NODES[None, :]) / 2, 1e-300, None)
     theta = ndtr(-(mean[:, None] + sd[:, None] * ndtri(u)) / np.sqrt(s2))
     est = np.asarray(estimate, dtype=np.float64)[:, None]
@@ -212,11 +225,11 @@ class MarginFocusSampler(FocusSampler):
         act = pkg.active_edges
         count = pkg.margin_count
         s2, tau2 = margin_variances(count[act], pkg.margin_sum[act], pkg.margin_squares[act])
-        return self._moved(a, b, self.posterior.prior_mean(pkg), count, pkg.margin_sum, s2, tau2)
+        prior = self.posterior.prior_mean(pkg)
+        return self._moved(a, b, prior, count, margin_error_rates(prior, count, pkg.margin_sum, s2, tau2))
 
-    def _moved(self, a, b, prior, count, total, s2: float, tau2: float) -> np.ndarray:
-        """The estimate of :meth:`estimate` from the posterior ``(a, b)`` and the margin model's terms."""
-        rate = margin_error_rates(prior, count, total, s2, tau2)
+    def _moved(self, a, b, prior, count, rate) -> np.ndarray:
+        """The estimate of :meth:`estimate` from the posterior ``(a, b)`` and the margin model's ``rate``."""
         moved = np.where(count > 0, a + self.posterior.strength * (rate - prior), a)
         return moved / (a + b)
 
@@ -235,14 +248,15 @@ class MarginFocusSampler(FocusSampler):
         prior = self.posterior.prior_mean(pkg)
         # The level from an even stride of at most LEVEL_SAMPLE edges, as focus's.
         sample = act[:: max(1, act.size // LEVEL_SAMPLE)]
-        level = margin_level(
-            lambda t: top_probabilities(prior[sample], count[sample], pkg.margin_sum[sample], s2, tau2, t),
-            self.top_share)
-        top = top_probabilities(prior[pool], count[pool], pkg.margin_sum[pool], s2, tau2, level)
+        # Each margin posterior once: the bisection for the level and the three terms below reuse them.
+        sample_mean, sample_var = _mean_margin_posterior(prior[sample], count[sample], pkg.margin_sum[sample], s2,
+                                                         tau2)
+        level = margin_level(lambda t: _top_chance(sample_mean, sample_var, s2, t), self.top_share)
+        mean, var = _mean_margin_posterior(prior[pool], count[pool], pkg.margin_sum[pool], s2, tau2)
+        top = _top_chance(mean, var, s2, level)
         nu = a[pool] + b[pool]
         p = a[pool] / nu
-        estimate = self._moved(a, b, prior, count, pkg.margin_sum, s2, tau2)[pool]
+        estimate = self._moved(a[pool], b[pool], prior[pool], count[pool], _next_wrong_chance(mean, var, s2))
         score = np.zeros(pkg.num_edges)
-        score[pool] = top * p * (1 - p) / (nu + 1) ** 2 + top_error_drops(
-            prior[pool], count[pool], pkg.margin_sum[pool], s2, tau2, level, estimate, nu)
+        score[pool] = top * p * (1 - p) / (nu + 1) ** 2 + _top_error_drops(mean, var, s2, level, estimate, nu)
         return Selection.design_first(design, top_n_by_score(score, pool, n - design.size, rng))
