@@ -32,6 +32,8 @@ import math
 import statistics
 import time
 
+from kgprobe.bench.efficiency import _finite
+
 #: The issue's bars on the committed sweeps (docs/samplers-measured.md).
 BARS = {"best": 0.30, "thompson": 0.40}
 #: The samplers replayed by default (labels of ``kgprobe.simulation.study.DEFAULT_SPECS``).
@@ -101,10 +103,6 @@ def sweep_row(sweep, kg, *, labels: list[str], seeds: range) -> dict:
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
-def _finite(x: float):
-    return round(x, 4) if math.isfinite(x) else None
-
-
 def _counted(r) -> float:
     return NOT_REACHED if r is None else r
 
@@ -139,7 +137,7 @@ def summarize(rows: dict[str, dict], labels: list[str], default: str | None) -> 
 
 
 def _replay(item) -> tuple[str, dict]:
-    """A worker's job: load one sweep and its KG, and replay it (module-level, so a process can run it)."""
+    """A worker process's job: load one sweep and its KG, and replay it (module-level, so a process can run it)."""
     from kgprobe.simulation.replay import sweep_graph
     from kgprobe.sweep import load_sweep
 
@@ -183,17 +181,17 @@ def handle(args) -> int:
         raise InputError(f"--first-seed must be 0 or more (got {args.first_seed})")
     items = [truth_item(t, args.graph) for t in args.truth] if args.truth else committed_sweeps()
     # Every sweep is loaded and matched to its KG before the first replay, so bad input fails at once.
-    todo, skipped = [], []
+    todo, skipped = {}, []
     for name, source, graph in items:
         sweep = load_sweep(source)
         try:
-            sweep_graph(sweep, graph)
+            kg, sweep = sweep_graph(sweep, graph)
         except InputError as exc:
             raise InputError(f"{name}: {exc}") from None
         if sweep.passes < args.min_passes or sweep.num_edges < args.min_edges:
             skipped.append(name)
         else:
-            todo.append(name)
+            todo[name] = (kg, sweep)
     if not todo:
         raise InputError(f"no sweep has at least {args.min_passes} passes (--min-passes) and {args.min_edges} edges "
                          f"(--min-edges); skipped: {', '.join(skipped)}")
@@ -203,9 +201,9 @@ def handle(args) -> int:
           f"{args.jobs} at once", flush=True)
     rows = {}
     if args.jobs == 1:
-        for i, job in enumerate(jobs, 1):
-            name, row = _replay(job)
-            rows[name] = row
+        for i, (name, *_) in enumerate(jobs, 1):
+            kg, sweep = todo[name]  # loaded and matched above
+            rows[name] = row = sweep_row(sweep, kg, labels=labels, seeds=seeds)
             print(_line(i, len(jobs), name, row), flush=True)
     else:
         import multiprocessing
