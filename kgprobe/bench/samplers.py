@@ -32,8 +32,6 @@ import math
 import statistics
 import time
 
-from kgprobe.bench.efficiency import _finite
-
 #: The issue's bars on the committed sweeps (docs/samplers-measured.md).
 BARS = {"best": 0.30, "thompson": 0.40}
 #: The samplers replayed by default (labels of ``kgprobe.simulation.study.DEFAULT_SPECS``).
@@ -101,6 +99,10 @@ def sweep_row(sweep, kg, *, labels: list[str], seeds: range) -> dict:
             "ratios": {lab: _finite(r) for lab, r in ratios.items()}, "best_sampler": best,
             "ratio_best": _finite(ratios[best]), "screen_once_then_informed": _finite(screen_once),
             "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def _finite(x: float):
+    return round(x, 4) if math.isfinite(x) else None
 
 
 def _counted(r) -> float:
