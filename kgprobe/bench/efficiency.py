@@ -40,11 +40,12 @@ what the samplers need to tell it apart.
 
 Margins on simulated θ* (``--margin-donors``, default the committed default-model
 sweep): a ZP-LKE answer carries its margin (gold log-prob minus the best wrong one), and
-``margin-focus`` reads it; the simulated answers borrow theirs from a recorded edge with
-the nearest error rate (:mod:`kgprobe.simulation.margins`). Their verdicts are the plain
+``margin-focus`` and ``thompson`` read it; the simulated answers borrow theirs from a
+recorded edge with the nearest error rate (:mod:`kgprobe.simulation.margins`). Their verdicts are the plain
 Bernoulli oracle's, stream for stream, so every sampler that ignores margins has the
 figures it has with ``--margin-donors none``; ``margin-focus`` is added to the
-uncorrelated and pattern studies (after the references, so no other stream moves).
+uncorrelated and pattern studies (after the references, so no other stream moves), and
+``thompson``, which reads margins too (``margins=True``), reads them in its own place.
 
 Coverage: 50 seeded runs of the ``focus`` sampler (10 % design draws) for one brute-force
 epoch of queries each; the share of runs whose 95 % interval for the KG accuracy
@@ -297,8 +298,9 @@ def _pattern_ratios(kg, pkg, seeds, args, *, k: int = 600) -> tuple[dict, dict]:
 
     specs = [s for s in DEFAULT_SPECS if s.label in ("brute-force", "thompson", "focus", "pooled-thompson",
                                                      "kglens-thompson+prop")]
-    # After the references, so the samplers' and the references' random streams are unchanged.
-    readers = _margin_readers(DEFAULT_SPECS, args)
+    # After the references, so the samplers' and the references' random streams are unchanged
+    # (thompson, which reads margins too, keeps its place among the samplers).
+    readers = [s for s in _margin_readers(DEFAULT_SPECS, args) if s not in specs]
     out, informed = {}, {}
     for pattern in PATTERNS:
         parts = []

@@ -2,7 +2,8 @@
 
 * ``thompson`` — kgprobe's Thompson sampling on the evidence posterior (own answers plus a
   learned, bounded prior from the predicate's and entities' other answers;
-  :mod:`kgprobe.sampling.evidence`), with design draws;
+  :mod:`kgprobe.sampling.evidence`) and a grid NPMLE, with design draws; where probes
+  score options, each answer's margin moves the evidence prior as in ``margin-focus``;
 * ``kglens-thompson`` — KGLens' Thompson sampling (top-n of θ̃ ~ Beta(α, β), neighbours'
   answers added to the counts by propagation);
 * ``epsilon-greedy`` — ε uniform + greedy by posterior mean;
@@ -72,7 +73,7 @@ def current_option_names(options: Mapping[str, Any], *, warn: str | None = None)
 #: them was played with (its behaviour then). A run started by ``start_run`` records every
 #: option resolved, so a record that names the sampler's options but not one of these
 #: predates it; resuming it with today's default would change its picks.
-RECORDED_WITHOUT: dict[str, dict[str, Any]] = {"focus": {"value_share": 0.0}}
+RECORDED_WITHOUT: dict[str, dict[str, Any]] = {"focus": {"value_share": 0.0}, "thompson": {"margins": False}}
 
 
 def recorded_options(sampler: str | None, options: Mapping[str, Any]) -> dict[str, Any]:

@@ -98,10 +98,14 @@ def _log_weights(params) -> tuple[float, float, float]:
     return params[5] - lse, params[6] - lse, -lse
 
 
-def _component_logs(params, z, lg, f, s):
-    """Per edge: log weight·likelihood of the atoms and the Beta part, and the Beta's (a, b)."""
+def _component_logs(params, z, lg, f, s, mu=None):
+    """Per edge: log weight·likelihood of the atoms and the Beta part, and the Beta's (a, b).
+
+    ``mu``, when given, replaces the Beta part's prior mean (e.g. moved by the margins).
+    """
     k = np.exp(params[0])
-    mu = _prior_mean(params, z, lg)
+    if mu is None:
+        mu = _prior_mean(params, z, lg)
     a, b = k * mu, k * (1 - mu)
     l0, l1, lm = _log_weights(params)
     log0 = np.where(f == 0, l0, -np.inf)
@@ -115,8 +119,8 @@ def _neg_log_marginal(params, z, lg, f, s) -> float:
     return -float(np.sum(np.logaddexp(np.logaddexp(log0, log1), logm)))
 
 
-def posterior_mean(params, z, lg, f, s) -> np.ndarray:
-    log0, log1, logm, a, b = _component_logs(params, z, lg, f, s)
+def posterior_mean(params, z, lg, f, s, mu=None) -> np.ndarray:
+    log0, log1, logm, a, b = _component_logs(params, z, lg, f, s, mu)
     top = np.maximum(np.maximum(log0, log1), logm)
     w0, w1, wm = np.exp(log0 - top), np.exp(log1 - top), np.exp(logm - top)
     return (w1 + wm * (a + f) / (a + b + f + s)) / (w0 + w1 + wm)
@@ -152,11 +156,16 @@ class EvidencePosterior(RefitOnGrowth):
                 best = res
         self.params = np.asarray(best.x, dtype=np.float64)
 
-    def estimate(self, pkg) -> np.ndarray:
-        """Posterior mean error of every edge."""
+    def estimate(self, pkg, mu: np.ndarray | None = None) -> np.ndarray:
+        """Posterior mean error of every edge (``mu``: the Beta part's prior means, if moved)."""
         z, lg = source_offsets(pkg)
         return posterior_mean(self.params, z, lg, pkg.failures.astype(np.float64),
-                               pkg.successes.astype(np.float64))
+                               pkg.successes.astype(np.float64), mu)
+
+    def beta_mean(self, pkg) -> np.ndarray:
+        """Every edge's prior mean of the Beta part (the atoms left out)."""
+        z, lg = source_offsets(pkg)
+        return _prior_mean(self.params, z, lg)
 
     def prior_mean(self, pkg) -> np.ndarray:
         """Every edge's prior predictive error (atoms and Beta mean), from the leave-one-out sources only."""
@@ -164,7 +173,8 @@ class EvidencePosterior(RefitOnGrowth):
         l0, l1, lm = _log_weights(self.params)
         return np.exp(l1) + np.exp(lm) * _prior_mean(self.params, z, lg)
 
-    def draw_and_gain(self, pkg, edges: np.ndarray, rng) -> tuple[np.ndarray, np.ndarray]:
+    def draw_and_gain(self, pkg, edges: np.ndarray, rng, mu: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
         """One posterior draw θ̃ per edge, and how much one more answer would move its estimate.
 
         The gain is the variance of the posterior mean's update: with p the posterior
@@ -175,16 +185,16 @@ class EvidencePosterior(RefitOnGrowth):
         z = z[:, edges]
         f = pkg.failures[edges].astype(np.float64)
         s = pkg.successes[edges].astype(np.float64)
-        log0, log1, logm, a, b = _component_logs(self.params, z, lg, f, s)
+        log0, log1, logm, a, b = _component_logs(self.params, z, lg, f, s, mu)
         top = np.maximum(np.maximum(log0, log1), logm)
         w0, w1, wm = np.exp(log0 - top), np.exp(log1 - top), np.exp(logm - top)
         total = w0 + w1 + wm
         u = rng.random(edges.size) * total
         theta = rng.beta(a + f, b + s)
         theta = np.where(u < w0, 0.0, np.where(u < w0 + w1, 1.0, theta))
-        p = posterior_mean(self.params, z, lg, f, s)
-        m_wrong = posterior_mean(self.params, z, lg, f + 1, s)
-        m_right = posterior_mean(self.params, z, lg, f, s + 1)
+        p = posterior_mean(self.params, z, lg, f, s, mu)
+        m_wrong = posterior_mean(self.params, z, lg, f + 1, s, mu)
+        m_right = posterior_mean(self.params, z, lg, f, s + 1, mu)
         return theta, p * (1 - p) * (m_wrong - m_right) ** 2
 
     def state_dict(self) -> dict:

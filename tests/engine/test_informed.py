@@ -90,14 +90,17 @@ def test_the_pattern_study_reports_the_references_beside_the_samplers_whose_rati
                      batch=16, epochs=5.0, seeds=[0], top_k=(20,)).ratios(epochs=4.5, k=20)
     assert informed["u-shaped"] == {lab: _finite(refs[lab]) for lab in (INFORMED_TOP_K, SCREEN_THEN_INFORMED)}
     # With margins borrowed from the default sweep, margin-focus joins after the references:
-    # the verdicts are the same stream, so every other figure is the one above, to the digit.
+    # the verdicts are the same stream, so every figure of a sampler that reads no margins
+    # is the one above, to the digit (thompson reads them, in its own place).
     donors = SimpleNamespace(batch=16, epochs=5.0, margin_donor_sweep=load_sweep("default"))
     with_margins, informed_too = _pattern_ratios(kg, graph, [0], donors, k=20)
     assert informed_too == informed
     for pattern in PATTERNS:
         assert set(with_margins[pattern]) == labels | {"margin-focus"}
-        assert {lab: r for lab, r in with_margins[pattern].items() if lab != "margin-focus"} == ratios[pattern]
+        assert ({lab: r for lab, r in with_margins[pattern].items() if lab not in ("margin-focus", "thompson")}
+                == {lab: r for lab, r in ratios[pattern].items() if lab != "thompson"})
     assert with_margins["u-shaped"]["margin-focus"] != ratios["u-shaped"]["focus"]  # it read the margins
+    assert any(with_margins[p]["thompson"] != ratios[p]["thompson"] for p in PATTERNS)  # so did thompson
 
 
 def test_the_references_estimate_with_focus_s_posterior_fitted_to_the_answers():

@@ -98,3 +98,73 @@ def test_pending_predictions_survive_a_checkpoint():
     c = make_sampler("thompson")
     c.load_state_dict({"params": a.posterior.params, "fitted_at": 0})
     np.testing.assert_allclose(c.model_weights(), [0.5, 0.5])
+
+
+def six_answered_right_with_margins(margins):
+    pkg = ParameterizedKG(np.arange(6), np.arange(1, 7), np.ones(6, bool), predicates=np.zeros(6))
+    pkg.update(np.arange(6), np.ones(6, dtype=bool), np.asarray(margins, dtype=np.float64))
+    return pkg
+
+
+def test_margins_move_the_evidence_prior_as_in_margin_focus():
+    """Six edges answered right once, with margins 6, 0.2, 4, 0.5, 8, 2.
+
+    By hand (primed_thompson: K = 2, no pooling, atoms e^-12; grid (¼, 0, ¾) on {0, ½, 1};
+    no answer scored yet, so even model weights): the global rate (0 + 1)/(6 + 2) = 1/8 is
+    every edge's prior mean. The margin model: s² the default 1.5² = 2.25 (no repeats),
+    τ² = 8.1458 − 2.25 = 5.8958, μ0 = −sqrt(8.1458)·Φ⁻¹(1/8) = 3.2832. The margin 0.2:
+    v = 1/(1/5.8958 + 1/2.25) = 1.6285, mean v·(3.2832/5.8958 + 0.2/2.25) = 1.0516, rate
+    Φ(−1.0516/sqrt(2.25 + 1.6285)) = 0.29668; the Beta part's mean moves by rate − 1/8 to
+    the rate itself, so the evidence model gives 2·0.29668/3 after one right answer and
+    the grid 0: the estimate is 0.29668/3 = 0.098892. Without margins: (2/8)/3/2 = 1/24.
+    The atoms' e^-12 make the prior predictive error 1/8 + 4.6e-6 (π₁ = 6.14e-6, π_Beta =
+    1 − 1.23e-5), which moves the Beta mean 4.6e-6 less: seen only where the rate is small,
+    edge 4 (margin 8): (0.00033617 − 0.0000046)/3 = 0.00011052.
+    """
+    margins = [6.0, 0.2, 4.0, 0.5, 8.0, 2.0]
+    est = primed_thompson().estimate(six_answered_right_with_margins(margins))
+    assert est[1] == pytest.approx(0.098892, abs=1e-5)
+    assert est[4] == pytest.approx(0.00011052, abs=1e-8)
+    assert np.argsort(-est).tolist() == [1, 3, 5, 2, 0, 4]  # the thinner the margin, the higher
+    plain = primed_thompson()
+    plain.margins = False
+    np.testing.assert_allclose(plain.estimate(six_answered_right_with_margins(margins)), np.full(6, 1 / 24),
+                               rtol=1e-4)
+    # Under five edges with a margin the margins are not read.
+    pkg = ParameterizedKG(np.arange(6), np.arange(1, 7), np.ones(6, bool), predicates=np.zeros(6))
+    pkg.update(np.arange(4), np.ones(4, dtype=bool), np.array(margins[:4]))
+    pkg.update(np.arange(4, 6), np.ones(2, dtype=bool))
+    np.testing.assert_allclose(primed_thompson().estimate(pkg), np.full(6, 1 / 24), rtol=1e-4)
+
+
+def test_a_margin_thin_right_answer_is_drawn_weak_more_often():
+    # The same six edges: edge 1 (right by 0.2) is drawn high more often than edge 4
+    # (right by 8), so it is picked first more often; without margins they are alike.
+    pkg = six_answered_right_with_margins([6.0, 0.2, 4.0, 0.5, 8.0, 2.0])
+
+    def first_picks(margins: bool) -> np.ndarray:
+        hits = np.zeros(6)
+        for seed in range(400):
+            smp = primed_thompson()
+            smp.grid = three_point(weights=(0.3, 0.2, 0.5))  # every point possible: no 0/0 after a wrong answer
+            smp.margins = margins
+            smp.posterior.maybe_fit = lambda pkg: None  # keep the hand-set fit
+            smp.grid.maybe_fit = lambda pkg: None
+            hits[smp.select(pkg, 1, np.random.default_rng(seed)).edges[0]] += 1
+        return hits
+
+    with_margins, without = first_picks(True), first_picks(False)
+    # Seeds 0–399: (45, 104, 47, 87, 43, 74) against (75, 69, 67, 62, 61, 66). The grid
+    # model (weight ½) reads no margins, so its half of the draws stays even.
+    assert with_margins.argmax() == 1 and with_margins[1] > 2 * with_margins[4]
+    assert with_margins[3] > with_margins[[0, 2, 4]].max()
+    assert without.max() - without.min() < 30
+
+
+def test_a_thompson_run_recorded_before_margins_resumes_without_them():
+    from kgprobe.engine import EngineConfig
+
+    old = EngineConfig.from_dict({"sampler": "thompson", "sampler_options": {"design_fraction": 0.1}})
+    assert old.sampler_options == {"design_fraction": 0.1, "margins": False}
+    assert make_sampler("thompson", **old.sampler_options).margins is False
+    assert make_sampler("thompson").margins is True
