@@ -34,10 +34,7 @@ BARS = {"coverage": 0.93, "ci_halfwidth": 0.06, "weak_share": 0.60}
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("design", help="the run-default design on every committed sweep vs uniform")
-    parser.add_argument("--truth", nargs="+", default=None, metavar="SWEEP",
-                        help="sweeps to replay (names or paths; default: every committed sweep, built KGs' too)")
-    parser.add_argument("--graph", default=None, metavar="KG",
-                        help="the KG of --truth sweeps that are not committed (default: each sweep's own)")
+    add_truth_arguments(parser)
     parser.add_argument("--runs", type=int, default=200, help="replayed runs per sweep and design (default 200)")
     parser.add_argument("--confirm-runs", type=int, default=1000, metavar="RUNS",
                         help="replay a sweep whose coverage falls under the bar again with this many runs (the "
@@ -53,6 +50,35 @@ def register(subparsers) -> None:
     parser.add_argument("--baseline", default="uniform", choices=("uniform", "stratified", "none"),
                         help="the design replayed beside the default on the same seeds (default uniform)")
     parser.set_defaults(func=handle)
+
+
+def add_truth_arguments(parser) -> None:
+    """``--truth`` and ``--graph``: the sweeps a bench replays, by default every committed one
+    (:func:`load_truth_sweeps` reads them)."""
+    parser.add_argument("--truth", nargs="+", default=None, metavar="SWEEP",
+                        help="sweeps to replay (names or paths; default: every committed sweep, built KGs' too)")
+    parser.add_argument("--graph", default=None, metavar="KG",
+                        help="the KG of --truth sweeps that are not committed (default: each sweep's own)")
+
+
+def load_truth_sweeps(truth, graph) -> list[tuple[str, object, object, object, object]]:
+    """(name, sweep source, KG source, sweep, KG) of every ``--truth`` sweep (default: every
+    committed sweep), each loaded and matched to its KG before any replay, so bad input fails
+    at once. The two sources load it again where that is needed (a worker process)."""
+    from kgprobe.errors import InputError
+    from kgprobe.simulation.replay import sweep_graph
+    from kgprobe.sweep import load_sweep
+
+    items = [truth_item(t, graph) for t in truth] if truth else committed_sweeps()
+    loaded = []
+    for name, source, kg_source in items:
+        sweep = load_sweep(source)
+        try:
+            kg, sweep = sweep_graph(sweep, kg_source)
+        except InputError as exc:
+            raise InputError(f"{name}: {exc}") from None
+        loaded.append((name, source, kg_source, sweep, kg))
+    return loaded
 
 
 def committed_sweeps() -> list[tuple[str, object, object]]:
@@ -173,8 +199,6 @@ def handle(args) -> int:
     from kgprobe import run_spec
     from kgprobe.errors import InputError
     from kgprobe.simulation.coverage import run_defaults
-    from kgprobe.simulation.replay import sweep_graph
-    from kgprobe.sweep import load_sweep
 
     t0 = time.perf_counter()
     if args.runs < 1:
@@ -192,16 +216,7 @@ def handle(args) -> int:
     if args.min_edges < 2:
         raise InputError("--min-edges must be at least 2 (a replay needs two edges)")
     baseline = None if args.baseline == "none" else args.baseline
-    items = [truth_item(t, args.graph) for t in args.truth] if args.truth else committed_sweeps()
-    # Loaded (and matched to their KGs) before the first replay, so bad input fails at once.
-    loaded = []
-    for name, source, graph in items:
-        sweep = load_sweep(source)
-        try:
-            kg, sweep = sweep_graph(sweep, graph)
-        except InputError as exc:
-            raise InputError(f"{name}: {exc}") from None
-        loaded.append((name, sweep, kg))
+    loaded = [(name, sweep, kg) for name, _, _, sweep, kg in load_truth_sweeps(args.truth, args.graph)]
     rows, skipped = {}, []
     for i, (name, sweep, kg) in enumerate(loaded, 1):
         if sweep.num_edges < args.min_edges:

@@ -163,7 +163,8 @@ def _study(kg, specs, seeds, correlation, args):
     return combine_results(parts), pkg
 
 
-def _finite(x: float):
+def json_ratio(x: float):
+    """A ratio as the JSON lines give it: four decimals, ``None`` where it was never reached."""
     return round(x, 4) if math.isfinite(x) else None
 
 
@@ -173,7 +174,7 @@ def _intervals(result, k: int, ratios: dict) -> dict | None:
 
     if len(result.seeds) < 3:
         return None
-    return {lab: [_finite(lo), _finite(hi)] for lab, (lo, hi) in ratio_intervals(result, k=k).items()
+    return {lab: [json_ratio(lo), json_ratio(hi)] for lab, (lo, hi) in ratio_intervals(result, k=k).items()
             if lab in ratios}
 
 
@@ -262,14 +263,14 @@ def handle_truth(args) -> int:
         "seeds": args.seeds,
         "epochs_run": args.epochs,
         "reference": f"brute-force top-{k600} MSE at 4.5 epochs",
-        "ratio_best": _finite(ratios[best]),
+        "ratio_best": json_ratio(ratios[best]),
         "best_sampler": best,
-        "ratios": {lab: _finite(r) for lab, r in ratios.items()},
-        "ratios_top200": {lab: _finite(r) for lab, r in ratios200.items()},
+        "ratios": {lab: json_ratio(r) for lab, r in ratios.items()},
+        "ratios_top200": {lab: json_ratio(r) for lab, r in ratios200.items()},
         "ratio_intervals": intervals,
         # Samplers told θ* (kgprobe.simulation.informed): how far the best sampler is from
         # screening every edge once and then knowing the top k (references, not bounds).
-        "informed_ratios": {lab: _finite(r) for lab, r in informed.items()},
+        "informed_ratios": {lab: json_ratio(r) for lab, r in informed.items()},
         "replacement_draws": replacement,
         "replacement_share": round(replacement / total_draws, 4) if total_draws else 0.0,
         "replacement_draws_by_sampler": draws,
@@ -317,8 +318,8 @@ def _pattern_ratios(kg, pkg, seeds, args, *, k: int = 600) -> tuple[dict, dict]:
             print(f"  pattern {pattern:10s}: {lab:26s} ratio top-{k} {r:.3f}")
         for lab, r in told.items():
             print(f"  pattern {pattern:10s}: {lab:26s} ratio top-{k} {r:.3f}   (told θ*: a reference, not a sampler)")
-        out[pattern] = {lab: _finite(r) for lab, r in ratios.items()}
-        informed[pattern] = {lab: _finite(r) for lab, r in told.items()}
+        out[pattern] = {lab: json_ratio(r) for lab, r in ratios.items()}
+        informed[pattern] = {lab: json_ratio(r) for lab, r in told.items()}
     return out, informed
 
 
@@ -390,15 +391,15 @@ def handle(args) -> int:
         "epochs_run": args.epochs,
         "reference": "brute-force top-600 MSE at 4.5 epochs",
         "reference_mse": round(bf_target, 5),
-        "ratio_best": _finite(ratios[best]),
+        "ratio_best": json_ratio(ratios[best]),
         "best_sampler": best,
-        "ratios": {lab: _finite(r) for lab, r in ratios.items()},
-        "ratios_top200": {lab: _finite(r) for lab, r in ratios200.items()},
+        "ratios": {lab: json_ratio(r) for lab, r in ratios.items()},
+        "ratios_top200": {lab: json_ratio(r) for lab, r in ratios200.items()},
         "ratio_intervals": intervals,
-        "kglens_thompson_prop_ratio": _finite(ratios["kglens-thompson+prop"]),
-        "thompson_ratio": _finite(ratios["thompson"]),
-        "uncorrelated_ratios": {lab: _finite(r) for lab, r in unc_ratios.items()},
-        "uncorrelated_ratio_best": _finite(unc_ratios[unc_best]),
+        "kglens_thompson_prop_ratio": json_ratio(ratios["kglens-thompson+prop"]),
+        "thompson_ratio": json_ratio(ratios["thompson"]),
+        "uncorrelated_ratios": {lab: json_ratio(r) for lab, r in unc_ratios.items()},
+        "uncorrelated_ratio_best": json_ratio(unc_ratios[unc_best]),
         "uncorrelated_best_sampler": unc_best,
         "pattern_ratios": patterns,
         # The same θ* draws probed by the two configurations told θ* (kgprobe.simulation.informed).

@@ -45,11 +45,10 @@ REFERENCE = "brute-force"
 
 
 def register(subparsers) -> None:
+    from kgprobe.bench.design import add_truth_arguments
+
     parser = subparsers.add_parser("samplers", help="the samplers' ratios on every committed sweep at once")
-    parser.add_argument("--truth", nargs="+", default=None, metavar="SWEEP",
-                        help="sweeps to replay (names or paths; default: every committed sweep, built KGs' too)")
-    parser.add_argument("--graph", default=None, metavar="KG",
-                        help="the KG of --truth sweeps that are not committed (default: each sweep's own)")
+    add_truth_arguments(parser)
     parser.add_argument("--samplers", default=",".join(DEFAULT_SAMPLERS), metavar="LABELS",
                         help="comma-separated study labels (`kgprobe bench efficiency`'s, e.g. 'focus (no "
                              "propagation)'); default: " + ", ".join(DEFAULT_SAMPLERS))
@@ -77,6 +76,7 @@ def _specs(labels: list[str]) -> tuple[list, list[int]]:
 
 def sweep_row(sweep, kg, *, labels: list[str], seeds: range) -> dict:
     """One sweep's ratios: ``bench efficiency --truth``'s study, for ``labels`` only."""
+    from kgprobe.bench.efficiency import json_ratio
     from kgprobe.simulation.informed import SCREEN_THEN_INFORMED, informed_specs
     from kgprobe.simulation.replay import replay_truth, run_replay_study, scaled
     from kgprobe.simulation.study import DEFAULT_SPECS
@@ -96,13 +96,9 @@ def sweep_row(sweep, kg, *, labels: list[str], seeds: range) -> dict:
     ratios = {lab: ratios[lab] for lab in labels if lab != REFERENCE}
     best = min(ratios, key=ratios.get)
     return {"edges": e, "passes": sweep.passes, "accuracy": round(sweep.accuracy(), 4), "k": k, "batch": batch,
-            "ratios": {lab: _finite(r) for lab, r in ratios.items()}, "best_sampler": best,
-            "ratio_best": _finite(ratios[best]), "screen_once_then_informed": _finite(screen_once),
+            "ratios": {lab: json_ratio(r) for lab, r in ratios.items()}, "best_sampler": best,
+            "ratio_best": json_ratio(ratios[best]), "screen_once_then_informed": json_ratio(screen_once),
             "seconds": round(time.perf_counter() - t0, 1)}
-
-
-def _finite(x: float):
-    return round(x, 4) if math.isfinite(x) else None
 
 
 def _counted(r) -> float:
@@ -157,12 +153,10 @@ def _line(i: int, n: int, name: str, row: dict) -> str:
 
 
 def handle(args) -> int:
-    from kgprobe.bench.design import committed_sweeps, truth_item
+    from kgprobe.bench.design import load_truth_sweeps
     from kgprobe.errors import InputError
     from kgprobe.simulation.coverage import run_defaults
-    from kgprobe.simulation.replay import sweep_graph
     from kgprobe.simulation.study import DEFAULT_SPECS
-    from kgprobe.sweep import load_sweep
 
     t0 = time.perf_counter()
     known = [spec.label for spec in DEFAULT_SPECS]
@@ -181,15 +175,9 @@ def handle(args) -> int:
             raise InputError(f"{option} must be at least {least} (got {value})")
     if args.first_seed < 0:
         raise InputError(f"--first-seed must be 0 or more (got {args.first_seed})")
-    items = [truth_item(t, args.graph) for t in args.truth] if args.truth else committed_sweeps()
-    # Every sweep is loaded and matched to its KG before the first replay, so bad input fails at once.
+    loaded = load_truth_sweeps(args.truth, args.graph)
     todo, skipped = {}, []
-    for name, source, graph in items:
-        sweep = load_sweep(source)
-        try:
-            kg, sweep = sweep_graph(sweep, graph)
-        except InputError as exc:
-            raise InputError(f"{name}: {exc}") from None
+    for name, _, _, sweep, kg in loaded:
         if sweep.passes < args.min_passes or sweep.num_edges < args.min_edges:
             skipped.append(name)
         else:
@@ -198,7 +186,7 @@ def handle(args) -> int:
         raise InputError(f"no sweep has at least {args.min_passes} passes (--min-passes) and {args.min_edges} edges "
                          f"(--min-edges); skipped: {', '.join(skipped)}")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    jobs = [(name, source, graph, labels, seeds) for name, source, graph in items if name in todo]
+    jobs = [(name, source, graph, labels, seeds) for name, source, graph, _, _ in loaded if name in todo]
     print(f"replaying {len(jobs)} sweeps ({len(skipped)} skipped), replay seeds {seeds.start}–{seeds.stop - 1}, "
           f"{args.jobs} at once", flush=True)
     rows = {}

@@ -167,11 +167,14 @@ class EvidencePosterior(RefitOnGrowth):
         z, lg = source_offsets(pkg)
         return _prior_mean(self.params, z, lg)
 
-    def prior_mean(self, pkg) -> np.ndarray:
-        """Every edge's prior predictive error (atoms and Beta mean), from the leave-one-out sources only."""
-        z, lg = source_offsets(pkg)
+    def prior_mean(self, pkg, beta_mean: np.ndarray | None = None) -> np.ndarray:
+        """Every edge's prior predictive error (atoms and Beta mean), from the leave-one-out sources only.
+
+        ``beta_mean``: :meth:`beta_mean` of the same ``pkg``, when the caller has it already.
+        """
+        mu = self.beta_mean(pkg) if beta_mean is None else beta_mean
         l0, l1, lm = _log_weights(self.params)
-        return np.exp(l1) + np.exp(lm) * _prior_mean(self.params, z, lg)
+        return np.exp(l1) + np.exp(lm) * mu
 
     def draw_and_gain(self, pkg, edges: np.ndarray, rng, mu: np.ndarray | None = None
                       ) -> tuple[np.ndarray, np.ndarray]:

@@ -197,17 +197,31 @@ def margin_level(prob_at, share: float) -> float:
     return 0.5 * (lo + hi)
 
 
+def has_margins(pkg) -> bool:
+    """Whether the run's margins steer a sampler: :data:`MIN_EDGES_WITH_MARGINS` active edges have one."""
+    count = pkg.margin_count
+    return count is not None and int(np.count_nonzero(count[pkg.active_edges])) >= MIN_EDGES_WITH_MARGINS
+
+
+def run_margin_variances(pkg) -> tuple[float, float]:
+    """:func:`margin_variances` of the parameterized KG's active edges."""
+    act = pkg.active_edges
+    return margin_variances(pkg.margin_count[act], pkg.margin_sum[act], pkg.margin_squares[act])
+
+
+def run_margin_error_rates(pkg, prior_error: np.ndarray) -> np.ndarray:
+    """:func:`margin_error_rates` of every edge of the parameterized KG, from ``prior_error``
+    and the run's own ``(s², τ²)``: what the edge's margins say its next answer's chance of
+    being wrong is (``prior_error`` itself where it has none)."""
+    return margin_error_rates(prior_error, pkg.margin_count, pkg.margin_sum, *run_margin_variances(pkg))
+
+
 class MarginFocusSampler(FocusSampler):
     """``focus``'s posterior and estimate; picks by the margins' chance of a top edge (module doc)."""
 
     name = "margin-focus"
     #: Asks the engine and the replays for each answer's margin (ParameterizedKG.update).
     uses_margins = True
-
-    @staticmethod
-    def _has_margins(pkg) -> bool:
-        count = pkg.margin_count
-        return count is not None and int(np.count_nonzero(count[pkg.active_edges])) >= MIN_EDGES_WITH_MARGINS
 
     def estimate(self, pkg) -> np.ndarray:
         """``focus``'s pooled posterior mean, its prior mean moved to what the edge's margins predict.
@@ -219,14 +233,11 @@ class MarginFocusSampler(FocusSampler):
         edge's answers grow its verdicts decide; after one right answer by a hair the
         estimate is the higher one a weak edge calls for.
         """
-        if not self._has_margins(pkg):
+        if not has_margins(pkg):
             return super().estimate(pkg)
         a, b = self.posterior(pkg)
-        act = pkg.active_edges
-        count = pkg.margin_count
-        s2, tau2 = margin_variances(count[act], pkg.margin_sum[act], pkg.margin_squares[act])
         prior = self.posterior.prior_mean(pkg)
-        return self._moved(a, b, prior, count, margin_error_rates(prior, count, pkg.margin_sum, s2, tau2))
+        return self._moved(a, b, prior, pkg.margin_count, run_margin_error_rates(pkg, prior))
 
     def _moved(self, a, b, prior, count, rate) -> np.ndarray:
         """The estimate of :meth:`estimate` from the posterior ``(a, b)`` and the margin model's ``rate``."""
@@ -235,7 +246,7 @@ class MarginFocusSampler(FocusSampler):
 
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
         count = pkg.margin_count
-        if not self._has_margins(pkg):
+        if not has_margins(pkg):
             return super().select(pkg, n, rng)
         n = check_batch_size(pkg, n)
         self._maybe_fit(pkg)
@@ -244,7 +255,7 @@ class MarginFocusSampler(FocusSampler):
             return Selection.design_first(design, np.empty(0, dtype=np.int64))
         a, b = self.posterior(pkg)
         act = pkg.active_edges
-        s2, tau2 = margin_variances(count[act], pkg.margin_sum[act], pkg.margin_squares[act])
+        s2, tau2 = run_margin_variances(pkg)
         prior = self.posterior.prior_mean(pkg)
         # The level from an even stride of at most LEVEL_SAMPLE edges, as focus's.
         sample = act[:: max(1, act.size // LEVEL_SAMPLE)]

@@ -280,17 +280,14 @@ class ThompsonSampler(DesignShareSampler):
         is) with ``margins=False``, with probes that generate, or before
         :data:`~kgprobe.sampling.margin.MIN_EDGES_WITH_MARGINS` edges have a margin.
         """
-        from kgprobe.sampling.margin import MIN_EDGES_WITH_MARGINS, margin_error_rates, margin_variances
+        from kgprobe.sampling.margin import has_margins, run_margin_error_rates
 
-        count = pkg.margin_count
-        act = pkg.active_edges
-        if not self.margins or count is None or int(np.count_nonzero(count[act])) < MIN_EDGES_WITH_MARGINS:
+        if not self.margins or not has_margins(pkg):
             return None
-        s2, tau2 = margin_variances(count[act], pkg.margin_sum[act], pkg.margin_squares[act])
-        prior = self.posterior.prior_mean(pkg)
         mu = self.posterior.beta_mean(pkg)
-        rate = margin_error_rates(prior, count, pkg.margin_sum, s2, tau2)
-        return np.clip(np.where(count > 0, mu + (rate - prior), mu), _MU_CLIP, 1 - _MU_CLIP)
+        prior = self.posterior.prior_mean(pkg, mu)
+        rate = run_margin_error_rates(pkg, prior)
+        return np.clip(np.where(pkg.margin_count > 0, mu + (rate - prior), mu), _MU_CLIP, 1 - _MU_CLIP)
 
     def model_weights(self) -> np.ndarray:
         """(evidence, grid) weights: softmax of the prequential scores."""

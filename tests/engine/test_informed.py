@@ -61,7 +61,7 @@ def test_the_pattern_study_reports_the_references_beside_the_samplers_whose_rati
     after the samplers, so every sampler's curve is the one it has without them."""
     from types import SimpleNamespace
 
-    from kgprobe.bench.efficiency import _finite, _pattern_ratios
+    from kgprobe.bench.efficiency import json_ratio, _pattern_ratios
     from kgprobe.simulation.patterns import PATTERNS, pattern_theta
     from kgprobe.simulation.study import DEFAULT_SPECS, run_study
     from kgprobe.simulation.synthetic import skewed_graph
@@ -83,12 +83,12 @@ def test_the_pattern_study_reports_the_references_beside_the_samplers_whose_rati
     theta = pattern_theta("u-shaped", heads, tails, predicates, active, seed=0)
     alone = run_study(heads, tails, active, theta, predicates=predicates, specs=samplers, batch=16, epochs=5.0,
                       seeds=[0], top_k=(20,)).ratios(epochs=4.5, k=20)
-    assert ratios["u-shaped"] == {lab: _finite(r) for lab, r in alone.items()}
+    assert ratios["u-shaped"] == {lab: json_ratio(r) for lab, r in alone.items()}
     # The references' own figures are as the study measures them on the same draw.
     refs = run_study(heads, tails, active, theta, predicates=predicates,
                      specs=samplers + informed_specs(theta, active, 20),
                      batch=16, epochs=5.0, seeds=[0], top_k=(20,)).ratios(epochs=4.5, k=20)
-    assert informed["u-shaped"] == {lab: _finite(refs[lab]) for lab in (INFORMED_TOP_K, SCREEN_THEN_INFORMED)}
+    assert informed["u-shaped"] == {lab: json_ratio(refs[lab]) for lab in (INFORMED_TOP_K, SCREEN_THEN_INFORMED)}
     # With margins borrowed from the default sweep, margin-focus joins after the references:
     # the verdicts are the same stream, so every figure of a sampler that reads no margins
     # is the one above, to the digit (thompson reads them, in its own place).
