@@ -162,9 +162,12 @@ class EvidencePosterior(RefitOnGrowth):
         return posterior_mean(self.params, z, lg, pkg.failures.astype(np.float64),
                                pkg.successes.astype(np.float64), mu)
 
-    def beta_mean(self, pkg) -> np.ndarray:
-        """Every edge's prior mean of the Beta part (the atoms left out)."""
-        z, lg = source_offsets(pkg)
+    def beta_mean(self, pkg, offsets: tuple[np.ndarray, float] | None = None) -> np.ndarray:
+        """Every edge's prior mean of the Beta part (the atoms left out).
+
+        ``offsets``: :func:`source_offsets` of the same ``pkg``, when the caller has them already.
+        """
+        z, lg = source_offsets(pkg) if offsets is None else offsets
         return _prior_mean(self.params, z, lg)
 
     def prior_mean(self, pkg, beta_mean: np.ndarray | None = None) -> np.ndarray:
@@ -176,29 +179,22 @@ class EvidencePosterior(RefitOnGrowth):
         l0, l1, lm = _log_weights(self.params)
         return np.exp(l1) + np.exp(lm) * mu
 
-    def draw_and_gain(self, pkg, edges: np.ndarray, rng, mu: np.ndarray | None = None
-                      ) -> tuple[np.ndarray, np.ndarray]:
-        """One posterior draw θ̃ per edge, and how much one more answer would move its estimate.
+    def draw(self, pkg, edges: np.ndarray, rng, mu: np.ndarray | None = None,
+             offsets: tuple[np.ndarray, float] | None = None) -> np.ndarray:
+        """One posterior draw θ̃ per edge: an atom (0 or 1) or the Beta part, by its posterior weight.
 
-        The gain is the variance of the posterior mean's update: with p the posterior
-        mean and m_W, m_R the means after a wrong / right answer, ``p(1 − p)(m_W − m_R)²``
-        (for a plain Beta(a, b) that is ``p(1 − p)/(a + b + 1)²``).
+        ``mu``: the Beta part's prior means, if moved; ``offsets``: as in :meth:`beta_mean`.
         """
-        z, lg = source_offsets(pkg)
-        z = z[:, edges]
+        z, lg = source_offsets(pkg) if offsets is None else offsets
         f = pkg.failures[edges].astype(np.float64)
         s = pkg.successes[edges].astype(np.float64)
-        log0, log1, logm, a, b = _component_logs(self.params, z, lg, f, s, mu)
+        log0, log1, logm, a, b = _component_logs(self.params, z[:, edges], lg, f, s, mu)
         top = np.maximum(np.maximum(log0, log1), logm)
         w0, w1, wm = np.exp(log0 - top), np.exp(log1 - top), np.exp(logm - top)
         total = w0 + w1 + wm
         u = rng.random(edges.size) * total
         theta = rng.beta(a + f, b + s)
-        theta = np.where(u < w0, 0.0, np.where(u < w0 + w1, 1.0, theta))
-        p = posterior_mean(self.params, z, lg, f, s, mu)
-        m_wrong = posterior_mean(self.params, z, lg, f + 1, s, mu)
-        m_right = posterior_mean(self.params, z, lg, f, s + 1, mu)
-        return theta, p * (1 - p) * (m_wrong - m_right) ** 2
+        return np.where(u < w0, 0.0, np.where(u < w0 + w1, 1.0, theta))
 
     def state_dict(self) -> dict:
         return {"params": self.params.copy(), "fitted_at": self._fitted_at}

@@ -262,14 +262,17 @@ class ThompsonSampler(DesignShareSampler):
 
     # -- the two models' predictions ------------------------------------------------------
 
-    def _means(self, pkg, edges: np.ndarray, f: np.ndarray, s: np.ndarray, mu=None) -> np.ndarray:
-        """(2 × edges) posterior means: evidence (its Beta part's prior means ``mu`` if moved), grid."""
-        from kgprobe.sampling.evidence import posterior_mean, source_offsets
+    def _means(self, offsets, edges: np.ndarray, f: np.ndarray, s: np.ndarray, mu=None) -> np.ndarray:
+        """(2 × edges) posterior means: evidence (its Beta part's prior means ``mu`` if moved), grid.
 
-        z, lg = source_offsets(pkg)
+        ``offsets``: :func:`~kgprobe.sampling.evidence.source_offsets` of the parameterized KG.
+        """
+        from kgprobe.sampling.evidence import posterior_mean
+
+        z, lg = offsets
         return np.stack([posterior_mean(self.posterior.params, z[:, edges], lg, f, s, mu), self.grid.mean(f, s)])
 
-    def moved_prior_means(self, pkg) -> np.ndarray | None:
+    def moved_prior_means(self, pkg, offsets=None) -> np.ndarray | None:
         """Every edge's Beta-part prior mean moved by its margins; ``None`` without margins.
 
         As ``margin-focus`` moves ``focus``'s: the latent margin model
@@ -279,12 +282,14 @@ class ThompsonSampler(DesignShareSampler):
         the edge's own verdicts count as before. ``None`` (the evidence posterior as it
         is) with ``margins=False``, with probes that generate, or before
         :data:`~kgprobe.sampling.margin.MIN_EDGES_WITH_MARGINS` edges have a margin.
+        ``offsets``: :func:`~kgprobe.sampling.evidence.source_offsets` of ``pkg``, when the
+        caller has them already.
         """
         from kgprobe.sampling.margin import has_margins, run_margin_error_rates
 
         if not self.margins or not has_margins(pkg):
             return None
-        mu = self.posterior.beta_mean(pkg)
+        mu = self.posterior.beta_mean(pkg, offsets)
         prior = self.posterior.prior_mean(pkg, mu)
         rate = run_margin_error_rates(pkg, prior)
         return np.clip(np.where(pkg.margin_count > 0, mu + (rate - prior), mu), _MU_CLIP, 1 - _MU_CLIP)
@@ -317,6 +322,8 @@ class ThompsonSampler(DesignShareSampler):
         return w[0] * self.posterior.prior_mean(pkg) + w[1] * float(self.grid.mean(none, none)[0])
 
     def select(self, pkg, n: int, rng: np.random.Generator) -> Selection:
+        from kgprobe.sampling.evidence import source_offsets
+
         n = check_batch_size(pkg, n)
         self._absorb(pkg)
         self.posterior.maybe_fit(pkg)
@@ -325,20 +332,22 @@ class ThompsonSampler(DesignShareSampler):
         w = self.model_weights()
         f = pkg.failures[pool].astype(np.float64)
         s = pkg.successes[pool].astype(np.float64)
-        moved = self.moved_prior_means(pkg)
+        # The leave-one-out offsets once: every evidence-model figure of this pick reads them.
+        offsets = source_offsets(pkg)
+        moved = self.moved_prior_means(pkg, offsets)
         mu = None if moved is None else moved[pool]
         pick_grid = rng.random(pool.size) >= w[0]
-        draws, _ = self.posterior.draw_and_gain(pkg, pool, rng, mu)
+        draws = self.posterior.draw(pkg, pool, rng, mu, offsets)
         draws[pick_grid] = self.grid.draw(f[pick_grid], s[pick_grid], rng)
-        p = w @ self._means(pkg, pool, f, s, mu)
-        m_wrong = w @ self._means(pkg, pool, f + 1, s, mu)
-        m_right = w @ self._means(pkg, pool, f, s + 1, mu)
+        p = w @ self._means(offsets, pool, f, s, mu)
+        m_wrong = w @ self._means(offsets, pool, f + 1, s, mu)
+        m_right = w @ self._means(offsets, pool, f, s + 1, mu)
         chosen = rank_weak(draws, p * (1 - p) * (m_wrong - m_right) ** 2, pool, n - design.size, rng, self.threshold)
         sel = Selection.design_first(design, chosen)
         e = sel.edges
         fe, se = pkg.failures[e].copy(), pkg.successes[e].copy()
         # The evidence model's prediction is noted with the same moved prior it selected with.
-        self._pending = (e, fe, se, self._means(pkg, e, fe.astype(np.float64), se.astype(np.float64),
+        self._pending = (e, fe, se, self._means(offsets, e, fe.astype(np.float64), se.astype(np.float64),
                                                 None if moved is None else moved[e]))
         return sel
 
