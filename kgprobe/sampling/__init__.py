@@ -73,7 +73,7 @@ def current_option_names(options: Mapping[str, Any], *, warn: str | None = None)
 #: them was played with (its behaviour then). A run started by ``start_run`` records every
 #: option resolved, so a record that names the sampler's options but not one of these
 #: predates it; resuming it with today's default would change its picks.
-RECORDED_WITHOUT: dict[str, dict[str, Any]] = {"focus": {"value_share": 0.0}, "thompson": {"margins": False}}
+RECORDED_WITHOUT: dict[str, dict[str, Any]] = {"focus": {"value_share": 0.0}, "thompson": {"margins": False, "margin_estimate": False}}
 
 
 def recorded_options(sampler: str | None, options: Mapping[str, Any]) -> dict[str, Any]:

@@ -225,7 +225,8 @@ class ThompsonSampler(DesignShareSampler):
     probabilities under even prior odds, with each model's fit plugged in as it stood
     when it predicted, so no answer ever helps predict itself.
 
-    * estimate: the weighted average of the two posterior means;
+    * estimate: the weighted average of the two posterior means, except where margins
+      are read (``margin_estimate``, below);
     * selection: per edge a model is drawn by weight, θ̃ from that model's posterior;
       an edge is drawn weak when θ̃ > ``threshold``; drawn-weak edges by how much one
       more answer would move the weighted estimate (``p(1 − p)(m_W − m_R)²``), then the
@@ -238,6 +239,18 @@ class ThompsonSampler(DesignShareSampler):
       On the 31 committed sweeps with three or more passes this took the geometric mean
       of the ratios from 0.425 to 0.284 (docs/samplers-measured.md); ``margins=False``
       is the sampler as it was.
+    * margin estimate (``margin_estimate=True``, the default): where margins are read,
+      the estimate is the margin-moved evidence posterior's mean alone. The weighing
+      asks which model better predicts the next answer of the edges the sampler asks,
+      which is what the draws need, and there the grid can win (it does on
+      Qwen2.5-Coder-1.5B's sweep); but the grid reads no margins, so its estimate of an
+      edge asked once ignores what that answer's margin said, and on the hardest edges
+      its shrinkage is what the error is made of. Replayed with ``thompson``'s own picks,
+      the grid's estimate alone never reached brute force's top-k error there and the
+      evidence model's alone needed 0.418 of it; over the 31 committed sweeps the
+      geometric mean of the ratios went from 0.284 to 0.267, and on every simulated
+      pattern down as well (docs/samplers-measured.md, "`thompson`'s estimate where
+      margins are read"). ``margin_estimate=False`` is the weighted mean as before.
 
     Answers are read from the change in the edges' direct counts between calls, so the
     sampler needs nothing beyond the parameterized KG the engine updates.
@@ -248,13 +261,14 @@ class ThompsonSampler(DesignShareSampler):
     uses_margins = True
 
     def __init__(self, *, design_fraction: float = 0.1, threshold: float = 0.5, refit_growth: float = 1.1,
-                 margins: bool = True):
+                 margins: bool = True, margin_estimate: bool = True):
         from kgprobe.sampling.evidence import EvidencePosterior
         from kgprobe.sampling.npmle import GridPosterior
 
         super().__init__(design_fraction=design_fraction)
         self.threshold = check_fraction("threshold", threshold)
         self.margins = bool(margins)
+        self.margin_estimate = bool(margin_estimate)
         self.posterior = EvidencePosterior(refit_growth=refit_growth)
         self.grid = GridPosterior(refit_growth=refit_growth)
         self.scores = np.zeros(2)  # prequential log scores: evidence, grid
@@ -312,8 +326,12 @@ class ThompsonSampler(DesignShareSampler):
 
     def estimate(self, pkg) -> np.ndarray:
         self._absorb(pkg)
+        moved = self.moved_prior_means(pkg)
+        evidence = self.posterior.estimate(pkg, moved)
+        if moved is not None and self.margin_estimate:
+            return evidence
         w = self.model_weights()
-        return w[0] * self.posterior.estimate(pkg, self.moved_prior_means(pkg)) + w[1] * self.grid.estimate(pkg)
+        return w[0] * evidence + w[1] * self.grid.estimate(pkg)
 
     def prior_estimate(self, pkg) -> np.ndarray:
         self._absorb(pkg)

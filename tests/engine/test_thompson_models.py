@@ -115,17 +115,24 @@ def test_margins_move_the_evidence_prior_as_in_margin_focus():
     τ² = 8.1458 − 2.25 = 5.8958, μ0 = −sqrt(8.1458)·Φ⁻¹(1/8) = 3.2832. The margin 0.2:
     v = 1/(1/5.8958 + 1/2.25) = 1.6285, mean v·(3.2832/5.8958 + 0.2/2.25) = 1.0516, rate
     Φ(−1.0516/sqrt(2.25 + 1.6285)) = 0.29668; the Beta part's mean moves by rate − 1/8 to
-    the rate itself, so the evidence model gives 2·0.29668/3 after one right answer and
-    the grid 0: the estimate is 0.29668/3 = 0.098892. Without margins: (2/8)/3/2 = 1/24.
-    The atoms' e^-12 make the prior predictive error 1/8 + 4.6e-6 (π₁ = 6.14e-6, π_Beta =
-    1 − 1.23e-5), which moves the Beta mean 4.6e-6 less: seen only where the rate is small,
-    edge 4 (margin 8): (0.00033617 − 0.0000046)/3 = 0.00011052.
+    the rate itself, so the evidence model gives 2·0.29668/3 = 0.19779 after one right
+    answer, the estimate where margins are read (margin_estimate); the grid gives 0, so
+    the weighted mean of the two (margin_estimate=False) is 0.29668/3 = 0.098892. Without
+    margins: (2/8)/3/2 = 1/24. The atoms' e^-12 make the prior predictive error
+    1/8 + 4.6e-6 (π₁ = 6.14e-6, π_Beta = 1 − 1.23e-5), which moves the Beta mean 4.6e-6
+    less: seen only where the rate is small, edge 4 (margin 8): 2·(0.00033617 −
+    0.0000046)/3 = 0.00022105, weighted 0.00011052.
     """
     margins = [6.0, 0.2, 4.0, 0.5, 8.0, 2.0]
     est = primed_thompson().estimate(six_answered_right_with_margins(margins))
+    assert est[1] == pytest.approx(0.19779, abs=1e-5)
+    assert est[4] == pytest.approx(0.00022105, abs=1e-8)
+    assert np.argsort(-est).tolist() == [1, 3, 5, 2, 0, 4]  # the thinner the margin, the higher
+    weighted = primed_thompson()
+    weighted.margin_estimate = False
+    est = weighted.estimate(six_answered_right_with_margins(margins))
     assert est[1] == pytest.approx(0.098892, abs=1e-5)
     assert est[4] == pytest.approx(0.00011052, abs=1e-8)
-    assert np.argsort(-est).tolist() == [1, 3, 5, 2, 0, 4]  # the thinner the margin, the higher
     plain = primed_thompson()
     plain.margins = False
     np.testing.assert_allclose(plain.estimate(six_answered_right_with_margins(margins)), np.full(6, 1 / 24),
@@ -165,6 +172,12 @@ def test_a_thompson_run_recorded_before_margins_resumes_without_them():
     from kgprobe.engine import EngineConfig
 
     old = EngineConfig.from_dict({"sampler": "thompson", "sampler_options": {"design_fraction": 0.1}})
-    assert old.sampler_options == {"design_fraction": 0.1, "margins": False}
+    assert old.sampler_options == {"design_fraction": 0.1, "margins": False, "margin_estimate": False}
     assert make_sampler("thompson", **old.sampler_options).margins is False
     assert make_sampler("thompson").margins is True
+    # A run recorded after thompson read the margins, before its estimate did: the weighted
+    # estimate it was played with (the design leans on the estimate, so the picks would move).
+    later = EngineConfig.from_dict({"sampler": "thompson",
+                                    "sampler_options": {"design_fraction": 0.1, "margins": True}})
+    assert later.sampler_options == {"design_fraction": 0.1, "margins": True, "margin_estimate": False}
+    assert make_sampler("thompson").margin_estimate is True
