@@ -156,9 +156,13 @@ class EvidencePosterior(RefitOnGrowth):
                 best = res
         self.params = np.asarray(best.x, dtype=np.float64)
 
-    def estimate(self, pkg, mu: np.ndarray | None = None) -> np.ndarray:
-        """Posterior mean error of every edge (``mu``: the Beta part's prior means, if moved)."""
-        z, lg = source_offsets(pkg)
+    def estimate(self, pkg, mu: np.ndarray | None = None,
+                 offsets: tuple[np.ndarray, float] | None = None) -> np.ndarray:
+        """Posterior mean error of every edge (``mu``: the Beta part's prior means, if moved).
+
+        ``offsets``: :func:`source_offsets` of the same ``pkg``, when the caller has them already.
+        """
+        z, lg = source_offsets(pkg) if offsets is None else offsets
         return posterior_mean(self.params, z, lg, pkg.failures.astype(np.float64),
                                pkg.successes.astype(np.float64), mu)
 

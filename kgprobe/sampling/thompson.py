@@ -325,9 +325,12 @@ class ThompsonSampler(DesignShareSampler):
         self._pending = None
 
     def estimate(self, pkg) -> np.ndarray:
+        from kgprobe.sampling.evidence import source_offsets
+
         self._absorb(pkg)
-        moved = self.moved_prior_means(pkg)
-        evidence = self.posterior.estimate(pkg, moved)
+        offsets = source_offsets(pkg)
+        moved = self.moved_prior_means(pkg, offsets)
+        evidence = self.posterior.estimate(pkg, moved, offsets)
         if moved is not None and self.margin_estimate:
             return evidence
         w = self.model_weights()
