@@ -289,9 +289,10 @@ class Run:
 
         cfg = self.config
         sampler = make_sampler(cfg.sampler, **cfg.sampler_options)
-        checkpoint = self.store.checkpoint()
-        if checkpoint is not None:
-            sampler.load_state_dict(decode_state(checkpoint.sampler_state))
+        # The sampler's state alone: self.pkg has the PKG state decoded already.
+        state = self.store.sampler_state()
+        if state is not None:
+            sampler.load_state_dict(decode_state(state))
         return weighed_predictions(self.pkg, sampler, ItemPrior.from_json(text))[1]
 
     @property

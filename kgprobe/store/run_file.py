@@ -516,6 +516,13 @@ class RunStore:
         return state
 
     @reads
+    def sampler_state(self) -> dict | None:
+        """The sampler's state after the last committed round (None before one), without the
+        PKG state :meth:`checkpoint` decodes with it."""
+        row = self._conn.execute("SELECT sampler_state FROM rounds ORDER BY round DESC LIMIT 1").fetchone()
+        return None if row is None else json.loads(row[0])
+
+    @reads
     def checkpoint(self) -> Checkpoint | None:
         """The state after the last committed round, or None for a run with no round yet."""
         row = self._conn.execute(

@@ -96,6 +96,7 @@ def _record(r: int, alpha: np.ndarray, spent: int) -> RoundRecord:
 def test_every_rounds_pkg_state_rebuilds_across_keyframes(tmp_path, monkeypatch):
     monkeypatch.setattr(store_mod, "KEYFRAME_EVERY", 3)
     s = RunStore.create(tmp_path / "r.kgrun", config={"x": 1}, kg=tiny_kg(), model_identity="m")
+    assert s.sampler_state() is None  # no round yet
     states = []
     alpha = np.ones(5)
     for r in range(1, 8):
@@ -111,6 +112,7 @@ def test_every_rounds_pkg_state_rebuilds_across_keyframes(tmp_path, monkeypatch)
         assert st["alpha"].tolist() == states[r - 1].tolist() and int(st["k"]) == r
     cp = ro.checkpoint()
     assert cp.round == 7 and cp.queries_spent == 14 and cp.sampler_state == {"cursor": 7}
+    assert ro.sampler_state() == {"cursor": 7}  # the same, without decoding the PKG state
     assert [h["queries_spent"] for h in ro.history()] == [2, 4, 6, 8, 10, 12, 14]
     probes = ro.probes(edge=0)
     assert [(p.round, p.correct, p.question, p.detail) for p in probes[:2]] == [
