@@ -168,7 +168,7 @@ def json_ratio(x: float):
     return round(x, 4) if math.isfinite(x) else None
 
 
-def _intervals(result, k: int, ratios: dict) -> dict | None:
+def ratio_seed_intervals(result, k: int, ratios: dict) -> dict | None:
     """Seed-bootstrap 95 % intervals of the ratios in ``ratios`` (JSON-ready), or None under 3 seeds."""
     from kgprobe.simulation.study import ratio_intervals
 
@@ -178,7 +178,7 @@ def _intervals(result, k: int, ratios: dict) -> dict | None:
             if lab in ratios}
 
 
-def _interval_text(intervals: dict | None, label: str) -> str:
+def interval_text(intervals: dict | None, label: str) -> str:
     if not intervals:
         return ""
     lo, hi = (("never" if x is None else f"{x:.3f}") for x in intervals[label])
@@ -232,14 +232,14 @@ def handle_truth(args) -> int:
     ratios = result.ratios(epochs=4.5, k=k600)
     informed = {spec.label: ratios.pop(spec.label) for spec in references}
     ratios200 = {lab: r for lab, r in result.ratios(epochs=4.5, k=k200).items() if lab not in informed}
-    intervals = _intervals(result, k600, ratios)
+    intervals = ratio_seed_intervals(result, k600, ratios)
     best = _best(ratios)
     theta = sweep.theta()
     print(f"truth: {sweep.describe()}")
     print(f"replay study: {e} active edges, batch {batch}, top-k {k600} (and {k200}), {args.seeds} replay seeds, "
           f"{args.epochs} epochs")
     for lab in ratios:
-        print(f"  {lab:24s} ratio top-{k600} {ratios[lab]:.3f}{_interval_text(intervals, lab)}   "
+        print(f"  {lab:24s} ratio top-{k600} {ratios[lab]:.3f}{interval_text(intervals, lab)}   "
               f"top-{k200} {ratios200[lab]:.3f}   draws past K {result.replacement_draws.get(lab, 0)}")
     for lab, r in informed.items():
         print(f"  {lab:24s} ratio top-{k600} {r:.3f}   (told θ*: a reference, not a sampler)")
@@ -354,7 +354,7 @@ def handle(args) -> int:
     result, pkg = _study(kg, DEFAULT_SPECS, seeds, "correlated", args)
     ratios = result.ratios(epochs=4.5, k=600)
     ratios200 = result.ratios(epochs=4.5, k=200)
-    intervals = _intervals(result, 600, ratios)
+    intervals = ratio_seed_intervals(result, 600, ratios)
     best = _best(ratios)
     import numpy as np
 
@@ -362,7 +362,7 @@ def handle(args) -> int:
     print(f"graph {kg.name}: {result.num_active} active edges; brute-force top-600 MSE at 4.5 epochs "
           f"{bf_target:.4f}")
     for lab in ratios:
-        print(f"  {lab:22s} ratio top-600 {ratios[lab]:.3f}{_interval_text(intervals, lab)}   "
+        print(f"  {lab:22s} ratio top-600 {ratios[lab]:.3f}{interval_text(intervals, lab)}   "
               f"top-200 {ratios200[lab]:.3f}")
 
     readers = _margin_readers(DEFAULT_SPECS, args)

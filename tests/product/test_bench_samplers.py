@@ -38,21 +38,44 @@ def test_summary_by_hand():
     assert (out["sweeps"], out["not_reached_counts_as"]) == (3, 1.1111)
 
 
+def test_bars_read_through_the_seed_intervals_by_hand():
+    rows = {"a": _row("margin-focus", thompson=0.36, **{"margin-focus": 0.25}),
+            "b": _row("margin-focus", thompson=None, **{"margin-focus": 0.29}),
+            "c": _row("thompson", thompson=0.41, **{"margin-focus": 0.5})}
+    rows["a"]["ratio_intervals"] = {"thompson": [0.33, 0.39], "margin-focus": [0.22, 0.29]}  # both whole under
+    rows["b"]["ratio_intervals"] = {"thompson": [0.9, None], "margin-focus": [0.26, 0.33]}  # mf straddles 0.30
+    rows["c"]["ratio_intervals"] = {"thompson": [0.38, 0.45], "margin-focus": [0.4, 0.6]}  # thompson straddles 0.40
+    out = summarize(rows, ["thompson", "margin-focus"], "margin-focus")
+    # best: a's and b's margin-focus, c's thompson; upper ends 0.29, 0.33, 0.45 -> 1 under 0.30;
+    # lower ends 0.22, 0.26, 0.38 -> 2. thompson: upper 0.39, never, 0.45 -> 1 under 0.40; lower 0.33, 0.9, 0.38 -> 2.
+    assert out["met"] == {"best": 2, "thompson": 1}
+    assert out["met_by_interval"] == {"best": {"upper_end_under": 1, "lower_end_under": 2},
+                                      "thompson": {"upper_end_under": 1, "lower_end_under": 2}}
+    # Under 3 seeds a row has no intervals, and the summary no interval counts.
+    rows["c"]["ratio_intervals"] = None
+    assert "met_by_interval" not in summarize(rows, ["thompson", "margin-focus"], "margin-focus")
+
+
 @pytest.mark.slow
 def test_a_sweeps_row_is_bench_efficiencys_ratio_for_the_same_seeds(capsys):
     # Each sampler replays on the random stream it has in bench efficiency's study of all
     # of them, so its ratio is that bench's to the digit, and so is the informed reference's.
-    argv = ["bench", "samplers", *SKEW, "--seeds", "2", "--samplers", "focus (no propagation),margin-focus"]
+    argv = ["bench", "samplers", *SKEW, "--seeds", "3", "--samplers", "focus (no propagation),margin-focus"]
     assert main(argv) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[0] == "replaying 1 sweeps (0 skipped), replay seeds 0–1, 1 at once"
+    assert lines[0] == "replaying 1 sweeps (0 skipped), replay seeds 0–2, 1 at once"
     assert lines[1].startswith("[1/1] geo-skew-default (311 edges × 4 passes, top-57): focus (no propagation) ")
     row = json.loads(lines[-1])["sweeps"]["geo-skew-default"]
-    assert main(["bench", "efficiency", *SKEW, "--seeds", "2", "--coverage-runs", "1", "--no-patterns"]) == 0
+    assert main(["bench", "efficiency", *SKEW, "--seeds", "3", "--coverage-runs", "1", "--no-patterns"]) == 0
     eff = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (row["k"], row["batch"]) == (eff["k"], eff["batch"]) == (57, 6)  # 600 and 64 scaled by 311/3,246
     for label in ("focus (no propagation)", "margin-focus"):
         assert row["ratios"][label] == eff["ratios"][label]
+        # and so is its seed-bootstrap interval, printed beside it
+        assert row["ratio_intervals"][label] == eff["ratio_intervals"][label]
+        lo, hi = row["ratio_intervals"][label]
+        assert lo <= row["ratios"][label] <= hi
+        assert f"{label} {row['ratios'][label]:.3f} [{lo:.3f}, {hi:.3f}]" in lines[1]
     assert row["screen_once_then_informed"] == eff["informed_ratios"]["screen once, then informed"]
     assert row["ratio_best"] == min(row["ratios"].values())
 
