@@ -130,11 +130,12 @@ def summarize(rows: dict[str, dict], labels: list[str], default: str | None) -> 
                 [values[name] / _counted(rows[name]["ratios"][default]) for name in rows]), 4)
         per[lab] = entry
     out["samplers"] = per
-    out["met"] = {"best": sum(_counted(row["ratio_best"]) <= BARS["best"] for row in rows.values())}
+    # Each bar and whose ratio on a sweep it is judged on.
     bars = {"best": lambda row: row["best_sampler"]}
     if "thompson" in labels:
-        out["met"]["thompson"] = sum(_counted(row["ratios"]["thompson"]) <= BARS["thompson"] for row in rows.values())
         bars["thompson"] = lambda row: "thompson"
+    out["met"] = {bar: sum(_counted(row["ratios"][which(row)]) <= BARS[bar] for row in rows.values())
+                  for bar, which in bars.items()}
     # The same counts read through each ratio's seed-bootstrap interval: a sweep whose whole
     # interval is under the bar meets it whatever the seeds' luck; one whose interval only
     # starts under it is not told apart from the bar by these seeds.
