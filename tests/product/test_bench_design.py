@@ -15,14 +15,14 @@ from kgprobe.sweep import built_sweeps, load_sweep
 
 def test_every_built_sweep_is_matched_to_its_own_kg_file():
     built = built_sweeps()
-    # The 41 committed sweeps of built KGs (tests/engine/test_built_sweep.py lists them).
-    assert len(built) == 41
+    # The 44 committed sweeps of built KGs (tests/engine/test_built_sweep.py lists them).
+    assert len(built) == 44
     path, kg = built["geo-ten-default"]
     assert (path.name, kg.name) == ("geo-ten-default.npz", "geo-ten.jsonl.gz")
     assert built["geo-skew-qwen2.5-coder-1.5b-instruct"][1].name == "geo-skew.jsonl.gz"
     names = [name for name, _, _ in committed_sweeps()]
     assert names[:4] == ["default", "gemma3-270m", "qwen2.5-coder-0.5b-instruct", "qwen2.5-coder-1.5b-instruct"]
-    assert len(names) == 45
+    assert len(names) == 48
 
 
 def test_a_sweep_belongs_to_the_longest_kg_name_it_starts_with(tmp_path, monkeypatch):
