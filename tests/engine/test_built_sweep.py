@@ -34,10 +34,11 @@ def _built(kg_file: str, sweep_file: str):
 BUILT_SWEEPS = [
     # 920 of 311 x 4 = 1,244 answers right; recorded before ZP-LKE's examples were an option.
     # Qwen2.5-Coder-1.5B (on a GPU) of 311 x 4 = 1,244; Gemma-3-270m of 311 x 4 = 1,244 and
-    # Qwen2.5-Coder-0.5B of 311 x 2 = 622, both recorded on 2026-11-29.
+    # Qwen2.5-Coder-0.5B of 311 x 3 = 933, both recorded on 2026-11-29 (Qwen's third pass,
+    # --seed 1, appended on 2026-12-07).
     ("geo-skew", (311, 4, 920), [("P17", 232), ("P47", 46), ("P37", 7)], [3, 3, 3, 3, 3, 5],
      {"geo-skew-qwen2.5-coder-1.5b-instruct": (4, 751), "geo-skew-gemma3-270m": (4, 902),
-      "geo-skew-qwen2.5-coder-0.5b-instruct": (2, 291)}),
+      "geo-skew-qwen2.5-coder-0.5b-instruct": (3, 446)}),
     # of 487 x 10 = 4,870 (re-recorded with four more passes: its first six equal the earlier
     # six-pass file's, 1,878 right); Gemma of 487 x 4 = 1,948, Qwen of 1,948, Qwen-1.5B of
     # 487 x 4 = 1,948 (re-recorded with a fourth pass: its first three equal the earlier three-pass file's).
@@ -58,10 +59,11 @@ BUILT_SWEEPS = [
       "geo-five-qwen2.5-coder-1.5b-instruct": (3, 1349)}),
     # of 614 x 10 = 6,140 (re-recorded with six more passes: its first four equal the earlier
     # four-pass file's, 1,513 right); Qwen-1.5B of 614 x 3 = 1,842; Gemma-3-270m and
-    # Qwen2.5-Coder-0.5B of 614 x 2 = 1,228 each, recorded on 2026-11-29.
+    # Qwen2.5-Coder-0.5B of 614 x 3 = 1,842 each, two passes recorded on 2026-11-29 and a
+    # third (--seed 1) appended on 2026-12-07.
     ("geo-seven", (614, 10, 3794), [("P17", 446), ("P47", 74), ("P37", 27)], [6, 6, 7, 9, 10],
-     {"geo-seven-qwen2.5-coder-1.5b-instruct": (3, 1227), "geo-seven-gemma3-270m": (2, 907),
-      "geo-seven-qwen2.5-coder-0.5b-instruct": (2, 450)}),
+     {"geo-seven-qwen2.5-coder-1.5b-instruct": (3, 1227), "geo-seven-gemma3-270m": (3, 1347),
+      "geo-seven-qwen2.5-coder-0.5b-instruct": (3, 681)}),
     # of 1,799 x 12 = 21,588: 4 passes (4,183 right), then 8 appended with --seed 1 recorded on a
     # GPU (8,271 right); Gemma of 1,799 x 2 = 3,598, Qwen of 3,598,
     # Qwen-1.5B of 1,799 x 3 = 5,397 (six shards joined).
@@ -69,15 +71,17 @@ BUILT_SWEEPS = [
      {"geo-eight-gemma3-270m": (2, 2667), "geo-eight-qwen2.5-coder-0.5b-instruct": (2, 2115),
       "geo-eight-qwen2.5-coder-1.5b-instruct": (3, 3918)}),
     # of 997 x 13 = 12,961: 3 passes (1,792 right), then 10 appended with --seed 1 recorded on a
-    # GPU (5,920 right); Gemma of 997 x 2 = 1,994, Qwen of 1,994, Qwen-1.5B of 997 x 3 = 2,991.
+    # GPU (5,920 right); Gemma of 997 x 3 = 2,991 (a third pass appended on 2026-12-07), Qwen
+    # of 997 x 2 = 1,994, Qwen-1.5B of 997 x 3 = 2,991.
     ("geo-nine", (997, 13, 7712), [("P17", 754), ("P47", 121), ("P37", 36)], [2, 9, 9, 10, 10],
-     {"geo-nine-gemma3-270m": (2, 1386), "geo-nine-qwen2.5-coder-0.5b-instruct": (2, 829),
+     {"geo-nine-gemma3-270m": (3, 2074), "geo-nine-qwen2.5-coder-0.5b-instruct": (2, 829),
       "geo-nine-qwen2.5-coder-1.5b-instruct": (3, 1836)}),
     # of 857 x 10 = 8,570 (re-recorded with seven more passes: its first three equal the
     # earlier three-pass file's, 1,689 right): US states, Mexico and Canada; "located in"
-    # (P131) second. Gemma of 857 x 2 = 1,714, Qwen of 1,714, Qwen-1.5B of 857 x 3 = 2,571.
+    # (P131) second. Gemma of 857 x 3 = 2,571 (a third pass appended on 2026-12-07), Qwen of
+    # 857 x 2 = 1,714, Qwen-1.5B of 857 x 3 = 2,571.
     ("geo-us", (857, 10, 5655), [("P17", 545), ("P131", 254), ("P37", 25)], [2, 2, 2, 3, 3],
-     {"geo-us-gemma3-270m": (2, 1333), "geo-us-qwen2.5-coder-0.5b-instruct": (2, 1053),
+     {"geo-us-gemma3-270m": (3, 2000), "geo-us-qwen2.5-coder-0.5b-instruct": (2, 1053),
       "geo-us-qwen2.5-coder-1.5b-instruct": (3, 1831)}),
     # of 688 x 10 = 6,880, recorded on CPU after margin-focus's estimate was settled (tuned on nothing);
     # Gemma-3-270m's 4 passes recorded after the sampler work stopped, as a second held-out check;
@@ -86,16 +90,17 @@ BUILT_SWEEPS = [
      {"geo-ten-gemma3-270m": (4, 1812), "geo-ten-qwen2.5-coder-0.5b-instruct": (3, 604)}),
     # of 705 x 6 = 4,230, recorded on CPU on 2026-11-28 after every sampler and design change
     # (held out): 108 edges always right, 275 always wrong. Gemma-3-270m's 2 passes recorded
-    # on 2026-11-29 with no code changed since (805 of 1,410 right), Qwen2.5-Coder-0.5B's 2
-    # the same day (690 of 1,410 right).
+    # on 2026-11-29 with no code changed since (805 of 1,410 right; a third pass appended on
+    # 2026-12-07: 1,205 of 2,115), Qwen2.5-Coder-0.5B's 2 the same day (690 of 1,410 right).
     ("geo-eleven", (705, 6, 1515), [("P17", 477), ("P47", 125), ("P37", 22)], [1, 10, 10, 11, 12, 12],
-     {"geo-eleven-gemma3-270m": (2, 805), "geo-eleven-qwen2.5-coder-0.5b-instruct": (2, 690)}),
+     {"geo-eleven-gemma3-270m": (3, 1205), "geo-eleven-qwen2.5-coder-0.5b-instruct": (2, 690)}),
     # of 415 x 8 = 3,320, recorded on CPU on 2026-11-28 after the predicate weights by expected
     # draws (held out): "shares border with" nearly as large as "country"; "capital of" one edge.
     # Gemma-3-270m's 4 passes (933 of 1,660 right) and Qwen2.5-Coder-0.5B's 2 (302 of 830)
-    # recorded on 2026-11-29 with no code changed since.
+    # recorded on 2026-11-29 with no code changed since; Qwen's third appended on 2026-12-07
+    # (446 of 1,245).
     ("geo-twelve", (415, 8, 1391), [("P17", 180), ("P47", 143), ("P37", 16)], [1, 8, 10, 10, 11, 11],
-     {"geo-twelve-gemma3-270m": (4, 933), "geo-twelve-qwen2.5-coder-0.5b-instruct": (2, 302)}),
+     {"geo-twelve-gemma3-270m": (4, 933), "geo-twelve-qwen2.5-coder-0.5b-instruct": (3, 446)}),
     # of 395 x 8 = 3,160, recorded on CPU on 2026-12-07 after every sampler, estimate and design
     # change (held out): 77 edges always right, 113 always wrong; Nepal and Cameroon seeded by
     # their GeoNames entries. Gemma-3-270m's 4 passes (915 of 1,580 right) and
@@ -118,6 +123,25 @@ def test_built_sweep_matches_its_kg_exactly(name, counts, largest, smallest, oth
         assert sorted(_edges(answers, kg).tolist()) == sorted(edges.tolist())
         assert (answers.passes, int(answers.correct.sum())) == (passes, right)
         assert answers.probe_options["examples"] == "balanced"
+
+
+#: Sweeps grown by a pass with another seed (`kgprobe sweep append`): {file: the passes and
+#: answers right of the file before, read off git 491a49b by hand}. Its first passes must be
+#: exactly those answers, and the pass seeds must say which pass came from which recording.
+APPENDED = {
+    "geo-seven-gemma3-270m": (2, 907), "geo-eleven-gemma3-270m": (2, 805),
+    "geo-us-gemma3-270m": (2, 1333), "geo-skew-qwen2.5-coder-0.5b-instruct": (2, 291),
+    "geo-twelve-qwen2.5-coder-0.5b-instruct": (2, 302), "geo-nine-gemma3-270m": (2, 1386),
+    "geo-seven-qwen2.5-coder-0.5b-instruct": (2, 450),
+}
+
+
+@pytest.mark.parametrize(("name", "before"), APPENDED.items(), ids=list(APPENDED))
+def test_appended_pass_keeps_the_earlier_answers(name, before):
+    passes, right = before
+    answers = load_sweep(BUILT / f"{name}.npz")
+    assert int(answers.correct[:, :passes].sum()) == right
+    assert answers.info["pass_seeds"] == [0] * passes + [1] * (answers.passes - passes)
 
 
 def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():

@@ -83,10 +83,10 @@ def test_a_sweeps_row_is_bench_efficiencys_ratio_for_the_same_seeds(capsys):
 @pytest.mark.slow
 def test_fresh_seeds_and_processes(capsys):
     argv = ["bench", "samplers", "--truth", "geo-skew-default", "geo-skew-gemma3-270m", "geo-skew-qwen2.5-coder-0.5b-instruct",
-            "--seeds", "1", "--samplers", "focus (no propagation)"]
+            "--seeds", "1", "--samplers", "focus (no propagation)", "--min-passes", "4"]
     assert main(argv) == 0
     one = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    # Qwen2.5-Coder-0.5B's geo-skew sweep has 2 passes: under --min-passes 3.
+    # Qwen2.5-Coder-0.5B's geo-skew sweep has 3 passes: under --min-passes 4.
     assert one["skipped"] == ["geo-skew-qwen2.5-coder-0.5b-instruct"]
     assert list(one["sweeps"]) == ["geo-skew-default", "geo-skew-gemma3-270m"]
     assert main([*argv, "--jobs", "2"]) == 0
