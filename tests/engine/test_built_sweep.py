@@ -47,10 +47,11 @@ BUILT_SWEEPS = [
       "geo-four-qwen2.5-coder-1.5b-instruct": (4, 1311)}),
     # of 1,140 x 12 = 13,680: 5 passes (3,524 right), then 7 appended with --seed 1 recorded on a
     # GPU (4,944 right); Gemma of 1,140 x 3 = 3,420; Qwen-1.5B of 1,140 x 2 = 2,280 (two shards joined);
-    # Qwen2.5-Coder-0.5B of 1,140 x 2 = 2,280, recorded on 2026-11-29 (the last KG it lacked).
+    # Qwen2.5-Coder-0.5B of 1,140 x 3 = 3,420, two passes recorded on 2026-11-29 (the last KG it
+    # lacked) and a third (--seed 1) appended on 2026-12-08.
     ("geo-six", (1140, 12, 8468), [("P17", 960), ("P47", 91), ("P37", 23)], [1, 7, 7, 7],
      {"geo-six-gemma3-270m": (3, 2716), "geo-six-qwen2.5-coder-1.5b-instruct": (2, 1803),
-      "geo-six-qwen2.5-coder-0.5b-instruct": (2, 1516)}),
+      "geo-six-qwen2.5-coder-0.5b-instruct": (3, 2293)}),
     # of 723 x 10 = 7,230 (re-recorded with four more passes in two shards: its first six give the
     # earlier six-pass file's verdicts, 2,543 right); Gemma of 723 x 3 = 2,169, Qwen of 2,169,
     # Qwen-1.5B of 723 x 3 = 2,169.
@@ -72,16 +73,16 @@ BUILT_SWEEPS = [
       "geo-eight-qwen2.5-coder-1.5b-instruct": (3, 3918)}),
     # of 997 x 13 = 12,961: 3 passes (1,792 right), then 10 appended with --seed 1 recorded on a
     # GPU (5,920 right); Gemma of 997 x 3 = 2,991 (a third pass appended on 2026-12-07), Qwen
-    # of 997 x 2 = 1,994, Qwen-1.5B of 997 x 3 = 2,991.
+    # of 997 x 3 = 2,991 (a third pass appended on 2026-12-08), Qwen-1.5B of 997 x 3 = 2,991.
     ("geo-nine", (997, 13, 7712), [("P17", 754), ("P47", 121), ("P37", 36)], [2, 9, 9, 10, 10],
-     {"geo-nine-gemma3-270m": (3, 2074), "geo-nine-qwen2.5-coder-0.5b-instruct": (2, 829),
+     {"geo-nine-gemma3-270m": (3, 2074), "geo-nine-qwen2.5-coder-0.5b-instruct": (3, 1236),
       "geo-nine-qwen2.5-coder-1.5b-instruct": (3, 1836)}),
     # of 857 x 10 = 8,570 (re-recorded with seven more passes: its first three equal the
     # earlier three-pass file's, 1,689 right): US states, Mexico and Canada; "located in"
     # (P131) second. Gemma of 857 x 3 = 2,571 (a third pass appended on 2026-12-07), Qwen of
-    # 857 x 2 = 1,714, Qwen-1.5B of 857 x 3 = 2,571.
+    # 857 x 3 = 2,571 (a third pass appended on 2026-12-08), Qwen-1.5B of 857 x 3 = 2,571.
     ("geo-us", (857, 10, 5655), [("P17", 545), ("P131", 254), ("P37", 25)], [2, 2, 2, 3, 3],
-     {"geo-us-gemma3-270m": (3, 2000), "geo-us-qwen2.5-coder-0.5b-instruct": (2, 1053),
+     {"geo-us-gemma3-270m": (3, 2000), "geo-us-qwen2.5-coder-0.5b-instruct": (3, 1577),
       "geo-us-qwen2.5-coder-1.5b-instruct": (3, 1831)}),
     # of 688 x 10 = 6,880, recorded on CPU after margin-focus's estimate was settled (tuned on nothing);
     # Gemma-3-270m's 4 passes recorded after the sampler work stopped, as a second held-out check;
@@ -91,9 +92,10 @@ BUILT_SWEEPS = [
     # of 705 x 6 = 4,230, recorded on CPU on 2026-11-28 after every sampler and design change
     # (held out): 108 edges always right, 275 always wrong. Gemma-3-270m's 2 passes recorded
     # on 2026-11-29 with no code changed since (805 of 1,410 right; a third pass appended on
-    # 2026-12-07: 1,205 of 2,115), Qwen2.5-Coder-0.5B's 2 the same day (690 of 1,410 right).
+    # 2026-12-07: 1,205 of 2,115), Qwen2.5-Coder-0.5B's 2 the same day (690 of 1,410 right; a
+    # third appended on 2026-12-08: 1,030 of 2,115).
     ("geo-eleven", (705, 6, 1515), [("P17", 477), ("P47", 125), ("P37", 22)], [1, 10, 10, 11, 12, 12],
-     {"geo-eleven-gemma3-270m": (3, 1205), "geo-eleven-qwen2.5-coder-0.5b-instruct": (2, 690)}),
+     {"geo-eleven-gemma3-270m": (3, 1205), "geo-eleven-qwen2.5-coder-0.5b-instruct": (3, 1030)}),
     # of 415 x 8 = 3,320, recorded on CPU on 2026-11-28 after the predicate weights by expected
     # draws (held out): "shares border with" nearly as large as "country"; "capital of" one edge.
     # Gemma-3-270m's 4 passes (933 of 1,660 right) and Qwen2.5-Coder-0.5B's 2 (302 of 830)
@@ -126,13 +128,16 @@ def test_built_sweep_matches_its_kg_exactly(name, counts, largest, smallest, oth
 
 
 #: Sweeps grown by a pass with another seed (`kgprobe sweep append`): {file: the passes and
-#: answers right of the file before, read off git 491a49b by hand}. Its first passes must be
+#: answers right of the file before, read off git by hand (491a49b for those grown on 2026-12-07,
+#: 059c30d for those grown on 2026-12-08)}. Its first passes must be
 #: exactly those answers, and the pass seeds must say which pass came from which recording.
 APPENDED = {
     "geo-seven-gemma3-270m": (2, 907), "geo-eleven-gemma3-270m": (2, 805),
     "geo-us-gemma3-270m": (2, 1333), "geo-skew-qwen2.5-coder-0.5b-instruct": (2, 291),
     "geo-twelve-qwen2.5-coder-0.5b-instruct": (2, 302), "geo-nine-gemma3-270m": (2, 1386),
     "geo-seven-qwen2.5-coder-0.5b-instruct": (2, 450),
+    "geo-eleven-qwen2.5-coder-0.5b-instruct": (2, 690), "geo-us-qwen2.5-coder-0.5b-instruct": (2, 1053),
+    "geo-nine-qwen2.5-coder-0.5b-instruct": (2, 829), "geo-six-qwen2.5-coder-0.5b-instruct": (2, 1516),
 }
 
 
