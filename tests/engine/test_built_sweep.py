@@ -8,7 +8,7 @@ import pytest
 
 import kgprobe
 from kgprobe.kg.formats import load_kg
-from kgprobe.sweep import load_sweep, packaged_sweeps
+from kgprobe.sweep import load_sweep, packaged_sweeps, pass_seeds
 
 BUILT = Path(kgprobe.__file__).parent / "sweeps" / "built"
 
@@ -146,7 +146,7 @@ def test_appended_pass_keeps_the_earlier_answers(name, before):
     passes, right = before
     answers = load_sweep(BUILT / f"{name}.npz")
     assert int(answers.correct[:, :passes].sum()) == right
-    assert answers.info["pass_seeds"] == [0] * passes + [1] * (answers.passes - passes)
+    assert pass_seeds(answers) == [0] * passes + [1] * (answers.passes - passes)
 
 
 def test_built_sweep_is_not_pooled_with_the_embedded_kgs_sweeps():
